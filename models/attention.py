@@ -1,0 +1,331 @@
+"""The one multi-head attention module of tinylm, and the one function that builds its masks.
+
+Notation: B batch, H heads, T_q query length, T_k key length (cached keys included), D head
+width, d_model = H * D.
+
+Mask convention (see DESIGN.md): the user-facing padding mask is Hugging Face's
+``attention_mask`` of shape [B, T_k], 1/True for a real token and 0/False for padding; it masks
+keys. Inside, every mask becomes one boolean tensor broadcastable to [B, H, T_q, T_k] where
+True means "may attend", which both the SDPA path and the plain path consume.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class KVCache:
+    """Preallocated keys and values of one attention layer for incremental decoding.
+
+    ``append`` writes the new keys/values after the cached ones and returns views of everything
+    cached so far, so decoding one token costs one copy of that token, not of the whole past.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        num_heads: int,
+        max_len: int,
+        head_dim: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
+        shape = (batch_size, num_heads, max_len, head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H, T_max, D)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)  # (B, H, T_max, D)
+        self.length = 0
+
+    @property
+    def max_len(self) -> int:
+        return self.keys.shape[2]
+
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        new_len = self.length + keys.shape[2]
+        if new_len > self.max_len:
+            raise ValueError(
+                f"KV cache overflow: {self.length} cached + {keys.shape[2]} new positions exceed "
+                f"its max_len={self.max_len}; allocate a larger cache or crop the sequence"
+            )
+        self.keys[:, :, self.length : new_len] = keys
+        self.values[:, :, self.length : new_len] = values
+        self.length = new_len
+        return self.keys[:, :, :new_len], self.values[:, :, :new_len]  # (B, H, T_k, D) each
+
+
+def build_attention_mask(
+    *,
+    batch_size: int,
+    num_heads: int,
+    q_len: int,
+    k_len: int,
+    attention_mask: Tensor | None = None,
+    causal: bool = False,
+    mask: Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[Tensor | None, bool]:
+    """Combine a padding mask, a causal flag and an explicit mask into one boolean mask.
+
+    Returns ``(allowed, is_causal)``. ``allowed`` is None (every key allowed) or a boolean tensor
+    broadcastable to [B, H, T_q, T_k], True where the query may attend to the key.
+    ``is_causal`` is True only for the one case SDPA can do without a mask tensor: causal,
+    no other mask, and T_q == T_k (SDPA's ``is_causal`` aligns the triangle top-left).
+
+    The causal triangle is aligned bottom-right: query i sits at absolute position
+    ``k_len - q_len + i`` (later than every cached key), so it attends to keys j <= that.
+    """
+    allowed: Tensor | None = None
+    if attention_mask is not None:
+        _check_mask_dtype(attention_mask, "attention_mask")
+        if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch_size, k_len):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, expected "
+                f"[batch, key_length] = [{batch_size}, {k_len}] (1 for real tokens, 0 for "
+                "padding; with a KV cache it covers the cached keys too)"
+            )
+        allowed = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T_k)
+    if mask is not None:
+        _check_mask_dtype(mask, "mask")
+        target = (batch_size, num_heads, q_len, k_len)
+        shape = tuple(mask.shape)
+        padded = (1,) * (4 - len(shape)) + shape
+        if len(shape) > 4 or any(m not in (1, t) for m, t in zip(padded, target, strict=True)):
+            raise ValueError(
+                f"mask has shape {shape}, which does not broadcast to [batch, heads, "
+                f"query_length, key_length] = {list(target)}"
+            )
+        explicit = mask.bool().reshape(padded)
+        allowed = explicit if allowed is None else allowed & explicit
+    if causal:
+        if allowed is None and q_len == k_len:
+            return None, True
+        offset = k_len - q_len
+        triangle = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(offset)
+        allowed = triangle if allowed is None else allowed & triangle  # (B|1, H|1, T_q, T_k)
+    return allowed, False
+
+
+def _check_mask_dtype(mask: Tensor, name: str) -> None:
+    if mask.dtype.is_floating_point or mask.dtype.is_complex:
+        raise ValueError(
+            f"{name} has dtype {mask.dtype}; pass a boolean (True = may attend) or 0/1 integer "
+            "mask. Additive float masks (0 / -inf) are not accepted because their polarity is "
+            "the opposite of ours."
+        )
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention for encoders (padding mask), decoders (causal) and cross-attention.
+
+    Parameter layout, so that a reference implementation's weights map one to one:
+
+    - self-attention (``d_context=None``): ``qkv_proj = Linear(d_in, 3 * d_model, bias=qkv_bias)``
+      with rows ordered [q; k; v]; within each block of d_model rows, head h owns rows
+      ``h * D : (h + 1) * D``. A fused ``Linear(H, 3H)`` (BERT style) copies in as is; separate
+      W_query / W_key / W_value weights are concatenated along rows in that order.
+    - cross-attention (``d_context`` given): ``q_proj = Linear(d_in, d_model)``,
+      ``k_proj = Linear(d_context, d_model)``, ``v_proj = Linear(d_context, d_model)``, all with
+      ``bias=qkv_bias``; keys come from ``context``, values from ``value`` if given, else from
+      ``context``.
+    - ``out_proj = Linear(d_model, d_model)`` with bias, in both modes.
+
+    Dropout: ``attn_dropout`` on the attention probabilities, ``proj_dropout`` on the output
+    projection; both default to ``dropout`` and are inactive in eval mode.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        *,
+        d_in: int | None = None,
+        d_context: int | None = None,
+        qkv_bias: bool = True,
+        attn_dropout: float | None = None,
+        proj_dropout: float | None = None,
+    ) -> None:
+        super().__init__()
+        if num_heads <= 0 or d_model <= 0 or d_model % num_heads != 0:
+            divisors = [h for h in range(1, d_model + 1) if d_model > 0 and d_model % h == 0]
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}; valid head counts "
+                f"for {d_model}: {', '.join(map(str, divisors))}"
+            )
+        attn_dropout = dropout if attn_dropout is None else attn_dropout
+        proj_dropout = dropout if proj_dropout is None else proj_dropout
+        for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout),
+                        ("proj_dropout", proj_dropout)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name}={p} is outside [0, 1); use e.g. 0.0 or 0.1")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.d_in = d_model if d_in is None else d_in
+        self.d_context = d_context
+        self.attn_dropout = attn_dropout
+        if d_context is None:
+            self.qkv_proj = nn.Linear(self.d_in, 3 * d_model, bias=qkv_bias)
+        else:
+            self.q_proj = nn.Linear(self.d_in, d_model, bias=qkv_bias)
+            self.k_proj = nn.Linear(d_context, d_model, bias=qkv_bias)
+            self.v_proj = nn.Linear(d_context, d_model, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.proj_dropout = nn.Dropout(proj_dropout)
+
+    @property
+    def is_cross_attention(self) -> bool:
+        return self.d_context is not None
+
+    def init_cache(
+        self,
+        batch_size: int,
+        max_len: int,
+        *,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> KVCache:
+        """An empty KV cache sized for this module."""
+        weight = self.out_proj.weight
+        return KVCache(
+            batch_size, self.num_heads, max_len, self.head_dim,
+            dtype=dtype or weight.dtype, device=device or weight.device,
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        *,
+        value: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        causal: bool = False,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        kv_cache: KVCache | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attend from ``x`` [B, T_q, d_in] to itself or to ``context`` [B, T_k, d_context].
+
+        attention_mask: [B, T_k], 1/True real key, 0/False padding (covers cached keys too).
+        causal: query i attends only to keys j <= i (bottom-right aligned with a cache).
+        mask: explicit boolean mask broadcastable to [B, H, T_q, T_k], True = may attend.
+        need_weights: also return the probabilities [B, H, T_q, T_k] (before dropout); this
+            takes the plain path. Otherwise SDPA runs and no score matrix is materialised.
+        kv_cache: self-attention only; the new keys/values are appended and all are attended.
+
+        A query with no key it may attend to gets zeros, in the output and the gradient.
+        """
+        self._check_inputs(x, context, value, kv_cache)
+        batch_size, q_len, _ = x.shape
+        if context is None:
+            q, k, v = self._split_heads(self.qkv_proj(x)).unbind(0)  # (B, H, T_q, D) each
+        else:
+            if causal and context.shape[1] != q_len:
+                raise ValueError(
+                    f"causal=True needs keys aligned with queries, but the context has length "
+                    f"{context.shape[1]} and x has length {q_len}; causal cross-attention over "
+                    "a context of another length is undefined, pass an explicit mask instead"
+                )
+            q = self._split_heads(self.q_proj(x))  # (B, H, T_q, D)
+            k = self._split_heads(self.k_proj(context))  # (B, H, T_k, D)
+            v = self._split_heads(self.v_proj(context if value is None else value))
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, H, T_k, D) each, past included
+        allowed, is_causal = build_attention_mask(
+            batch_size=batch_size, num_heads=self.num_heads, q_len=q_len, k_len=k.shape[2],
+            attention_mask=attention_mask, causal=causal, mask=mask, device=x.device,
+        )
+        has_key = None
+        if allowed is not None:
+            # A row with no allowed key would softmax to NaN; let it attend everywhere, then
+            # zero its output, so both paths and the gradient stay finite.
+            has_key = allowed.any(dim=-1, keepdim=True)  # (B|1, H|1, T_q|1, 1)
+            allowed = allowed | ~has_key
+        dropout_p = self.attn_dropout if self.training else 0.0
+        if need_weights:
+            context_vec, probs = self._plain_attention(q, k, v, allowed, is_causal, dropout_p)
+        else:
+            context_vec = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, dropout_p=dropout_p, is_causal=is_causal
+            )  # (B, H, T_q, D)
+        if has_key is not None:
+            context_vec = context_vec.masked_fill(~has_key, 0.0)
+        context_vec = context_vec.transpose(1, 2).reshape(batch_size, q_len, self.d_model)
+        out = self.proj_dropout(self.out_proj(context_vec))  # (B, T_q, d_model)
+        if not need_weights:
+            return out
+        if has_key is not None:
+            probs = probs.masked_fill(~has_key, 0.0)
+        return out, probs
+
+    def _split_heads(self, projected: Tensor) -> Tensor:
+        """[B, T, n * d_model] -> [n, B, H, T, D] (n = 3 for fused qkv, 1 otherwise)."""
+        batch_size, length, width = projected.shape
+        n = width // self.d_model
+        heads = projected.view(batch_size, length, n, self.num_heads, self.head_dim)
+        heads = heads.permute(2, 0, 3, 1, 4)  # (n, B, H, T, D)
+        return heads if n > 1 else heads[0]
+
+    def _plain_attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        allowed: Tensor | None,
+        is_causal: bool,
+        dropout_p: float,
+    ) -> tuple[Tensor, Tensor]:
+        """Explicit softmax(QK^T / sqrt(D)) V, returning the probabilities before dropout."""
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T_q, T_k)
+        if is_causal:
+            allowed = torch.ones(
+                q.shape[2], k.shape[2], dtype=torch.bool, device=q.device
+            ).tril()
+        if allowed is not None:
+            # finfo.min rather than -inf: safe in fp16/bf16 and never NaN after the softmax.
+            scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1)  # (B, H, T_q, T_k)
+        attended = F.dropout(probs, p=dropout_p, training=dropout_p > 0)
+        return attended @ v, probs  # (B, H, T_q, D), (B, H, T_q, T_k)
+
+    def _check_inputs(
+        self,
+        x: Tensor,
+        context: Tensor | None,
+        value: Tensor | None,
+        kv_cache: KVCache | None,
+    ) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.d_in:
+            raise ValueError(
+                f"x has shape {tuple(x.shape)}, expected [batch, length, d_in={self.d_in}]"
+            )
+        if self.is_cross_attention:
+            if context is None:
+                raise ValueError(
+                    f"this module was built for cross-attention (d_context={self.d_context}); "
+                    "pass context=[batch, context_length, d_context]"
+                )
+            for name, t in (("context", context), ("value", value)):
+                if t is None:
+                    continue
+                if t.dim() != 3 or t.shape[-1] != self.d_context or t.shape[0] != x.shape[0]:
+                    raise ValueError(
+                        f"{name} has shape {tuple(t.shape)}, expected [batch={x.shape[0]}, "
+                        f"context_length, d_context={self.d_context}]"
+                    )
+            if value is not None and value.shape[1] != context.shape[1]:
+                raise ValueError(
+                    f"value has length {value.shape[1]} but context (the keys) has length "
+                    f"{context.shape[1]}; every key needs exactly one value"
+                )
+            if kv_cache is not None:
+                raise ValueError("kv_cache is for self-attention; cross-attention keys are fixed")
+        elif context is not None or value is not None:
+            raise ValueError(
+                "context/value given to a self-attention module; build it with "
+                "d_context=<context width> for cross-attention"
+            )
