@@ -1,0 +1,177 @@
+"""Configuration of the tinylm Transformers: one flat dataclass that validates itself.
+
+Every field is a plain int / float / str / bool / None, so ``ModelConfig.to_dict()`` can be
+stored in a checkpoint and read back with ``torch.load(weights_only=True)``. The fields map one
+to one onto ``conf/model/{gpt,bert}.yaml``; the vocabulary size and special ids come from the
+tokenizer and are filled in by the app.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+ARCHS = ("encoder", "decoder")
+NORMS = ("pre", "post")
+POSITIONS = ("learned", "sinusoidal")
+
+
+@dataclass
+class ModelConfig:
+    """Hyperparameters of an ``Encoder`` (BERT-style) or ``Decoder`` (GPT-style).
+
+    vocab_size: tokenizer vocabulary size (required; the YAML leaves it null for the app).
+    arch: "encoder" (bidirectional, MLM head) or "decoder" (causal, LM head).
+    max_seq_len: longest sequence the position embeddings cover.
+    hidden_size, num_layers, num_heads: width C, depth L and head count H (C % H == 0).
+    intermediate_size: MLP hidden width; None means 4 * hidden_size.
+    dropout: default rate for the three dropout sites below.
+    attn_dropout / resid_dropout / embd_dropout: override ``dropout`` for the attention
+        probabilities / the attention and MLP outputs / the embeddings when not None.
+    norm: "pre" (GPT-2: LayerNorm before each sublayer, final LayerNorm) or "post" (original
+        BERT: LayerNorm after each residual add, LayerNorm on the embeddings).
+    position: "learned" (a trained table) or "sinusoidal" (fixed, Vaswani et al.).
+    qkv_bias: bias on the fused query/key/value projection.
+    tie_embeddings: the output projection shares the token-embedding matrix.
+    type_vocab_size: number of token types (BERT segments) for the encoder; 0 = none.
+    layer_norm_eps: epsilon of every LayerNorm.
+    pad_token_id: the tokenizer's padding id; ``Decoder.generate`` writes it after EOS.
+    """
+
+    vocab_size: int
+    arch: str = "decoder"
+    max_seq_len: int = 128
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int | None = None
+    dropout: float = 0.1
+    attn_dropout: float | None = None
+    resid_dropout: float | None = None
+    embd_dropout: float | None = None
+    norm: str = "pre"
+    position: str = "learned"
+    qkv_bias: bool = True
+    tie_embeddings: bool = True
+    type_vocab_size: int = 0
+    layer_norm_eps: float = 1e-5
+    pad_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        for name, choices in (("arch", ARCHS), ("norm", NORMS), ("position", POSITIONS)):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(
+                    f"{name}={value!r} is unknown; choose one of: {', '.join(choices)}"
+                )
+        for name in ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f"{name}={value} must be a positive integer")
+        if self.intermediate_size is not None and self.intermediate_size <= 0:
+            raise ValueError(
+                f"intermediate_size={self.intermediate_size} must be a positive integer, or "
+                "null for 4 * hidden_size"
+            )
+        if self.hidden_size % self.num_heads != 0:
+            divisors = [h for h in range(1, self.hidden_size + 1) if self.hidden_size % h == 0]
+            raise ValueError(
+                f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "
+                f"valid head counts for {self.hidden_size}: {', '.join(map(str, divisors))}"
+            )
+        for name in ("dropout", "attn_dropout", "resid_dropout", "embd_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name}={value} is outside [0, 1); use e.g. 0.0 or 0.1")
+        if self.type_vocab_size < 0:
+            raise ValueError(
+                f"type_vocab_size={self.type_vocab_size} must be >= 0 (0 = no token types)"
+            )
+        if self.type_vocab_size > 0 and self.arch == "decoder":
+            raise ValueError(
+                f"type_vocab_size={self.type_vocab_size} is for the encoder (BERT segments); "
+                "set it to 0 for arch='decoder'"
+            )
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0, e.g. 1e-5")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id={self.pad_token_id} is outside the vocabulary "
+                f"[0, vocab_size={self.vocab_size})"
+            )
+
+    def _check_types(self) -> None:
+        """Reject values of the wrong type early, with the field's name in the message.
+
+        Floats given as ints (``dropout: 0`` in YAML) are converted, so ``to_dict`` stays
+        plain and stable. bool is rejected where an int is expected: it is an int subclass.
+        """
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            expected = field.type.replace(" | None", "")
+            if value is None:
+                if "None" in field.type:
+                    continue
+                hint = " from the tokenizer's vocabulary" if field.name == "vocab_size" else ""
+                raise ValueError(f"{field.name} is None; pass an {expected}{hint}")
+            if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, field.name, float(value))
+                continue
+            ok = {
+                "int": isinstance(value, int) and not isinstance(value, bool),
+                "float": isinstance(value, float),
+                "str": isinstance(value, str),
+                "bool": isinstance(value, bool),
+            }[expected]
+            if not ok:
+                raise ValueError(
+                    f"{field.name}={value!r} has type {type(value).__name__}; expected {expected}"
+                )
+
+    @property
+    def mlp_size(self) -> int:
+        """Hidden width of the MLP: ``intermediate_size`` or 4 * hidden_size."""
+        return self.intermediate_size or 4 * self.hidden_size
+
+    @property
+    def attn_dropout_p(self) -> float:
+        return self.dropout if self.attn_dropout is None else self.attn_dropout
+
+    @property
+    def resid_dropout_p(self) -> float:
+        return self.dropout if self.resid_dropout is None else self.resid_dropout
+
+    @property
+    def embd_dropout_p(self) -> float:
+        return self.dropout if self.embd_dropout is None else self.embd_dropout
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        """Build from a mapping (YAML, checkpoint), rejecting unknown and missing keys."""
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in d if k not in valid]
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(str(key), valid, n=1)
+                hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValueError(
+                f"unknown ModelConfig key(s): {', '.join(hints)}; valid keys: {', '.join(valid)}"
+            )
+        required = [
+            f.name for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.name not in d
+        ]
+        if required:
+            raise ValueError(
+                f"missing ModelConfig key(s): {', '.join(required)} (vocab_size comes from the "
+                "tokenizer)"
+            )
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields, safe for ``torch.load(weights_only=True)``."""
+        return dataclasses.asdict(self)
