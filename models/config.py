@@ -116,7 +116,7 @@ class ModelConfig:
                 if "None" in field.type:
                     continue
                 hint = " from the tokenizer's vocabulary" if field.name == "vocab_size" else ""
-                raise ValueError(f"{field.name} is None; pass an {expected}{hint}")
+                raise ValueError(f"{field.name} is None; expected {expected}{hint}")
             if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, field.name, float(value))
                 continue

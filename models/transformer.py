@@ -1,0 +1,548 @@
+"""Encoder (BERT-style) and Decoder (GPT-style) Transformers built on ``models.attention``.
+
+Notation:
+    B batch size      T sequence (query) length     T_k key length, cached keys included
+    C hidden_size     H num_heads                   D head width = C // H
+    I MLP width       L num_layers                  V vocab_size
+
+Both architectures share the embeddings, the ``Block`` and the initialisation; they differ
+only in ``causal``, in their head (``MLMHead`` vs a linear LM head) and in their helpers
+(``Decoder.generate``, ``Encoder.fill_mask``). ``ModelConfig.norm`` picks the LayerNorm
+layout for both: "post" (BERT) normalises after each residual add and on the embeddings;
+"pre" (GPT-2) normalises before each sublayer and once more after the last block.
+
+Forward always returns ``ModelOutput(logits, attentions)``: one return type, fields read by
+name; ``attentions`` is None unless ``output_attentions=True``. No losses here: those belong
+to ``models/tasks.py``.
+
+Padding follows DESIGN.md: ``attention_mask`` [B, T] is 1 for real tokens, 0 for padding.
+Position ids count real tokens only, so a left-padded row gets the positions it would have
+without padding (and right padding changes nothing for the real tokens).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from models.attention import KVCache, MultiHeadAttention
+from models.config import ModelConfig
+
+
+class ModelOutput(NamedTuple):
+    logits: Tensor  # (B, T, V)
+    attentions: tuple[Tensor, ...] | None  # L x (B, H, T, T_k) probabilities, or None
+
+
+class MaskPrediction(NamedTuple):
+    """The ``top_k`` most likely tokens at one masked position, most likely first."""
+
+    position: int
+    token_ids: list[int]
+    probs: list[float]
+
+
+def sinusoidal_table(num_positions: int, dim: int) -> Tensor:
+    """Fixed sin/cos position encodings of "Attention Is All You Need", shape [T, C]."""
+    position = torch.arange(num_positions, dtype=torch.float32)[:, None]  # (T, 1)
+    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(1e4) / dim))
+    angles = position * inv_freq  # (T, ceil(C / 2))
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles)[:, : dim // 2]  # an odd C has one cos column fewer
+    return table  # (T, C)
+
+
+def position_ids(
+    attention_mask: Tensor | None,
+    length: int,
+    past_length: int = 0,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Positions of the last ``length`` tokens, counting real tokens only.
+
+    ``attention_mask`` covers cached tokens too ([B, past_length + length]). Padding positions
+    get 0; their outputs are masked as keys and ignored by the loss anyway.
+    """
+    if attention_mask is None:
+        return torch.arange(past_length, past_length + length, device=device)[None, :]  # (1, T)
+    positions = attention_mask.long().cumsum(dim=-1) - 1  # (B, T_k)
+    return positions.clamp(min=0)[:, -length:]  # (B, T)
+
+
+class Embeddings(nn.Module):
+    """Token + position (+ token-type) embeddings, LayerNorm when post-LN (BERT), dropout."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.token = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.position: nn.Embedding | None = None
+        if cfg.position == "learned":
+            self.position = nn.Embedding(cfg.max_seq_len, cfg.hidden_size)
+        else:
+            # Not persistent: it is a function of the config, so checkpoints need not carry it.
+            table = sinusoidal_table(cfg.max_seq_len, cfg.hidden_size)
+            self.register_buffer("sinusoid", table, persistent=False)
+        self.token_type: nn.Embedding | None = None
+        if cfg.type_vocab_size > 0:
+            self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
+        self.norm: nn.LayerNorm | None = None
+        if cfg.norm == "post":  # BERT normalises the embeddings; pre-LN blocks do it themselves
+            self.norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.embd_dropout_p)
+
+    def forward(
+        self, input_ids: Tensor, position_ids: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        x = self.token(input_ids)  # (B, T, C)
+        if self.position is not None:
+            x = x + self.position(position_ids)  # (B|1, T, C) broadcast
+        else:
+            x = x + F.embedding(position_ids, self.sinusoid)  # (B|1, T, C)
+        if self.token_type is not None:
+            if token_type_ids is None:  # BERT's default: every token is segment 0
+                token_type_ids = torch.zeros_like(input_ids)
+            x = x + self.token_type(token_type_ids)  # (B, T, C)
+        elif token_type_ids is not None:
+            raise ValueError("token_type_ids given but type_vocab_size=0; set type_vocab_size")
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)  # (B, T, C)
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: Linear(C, I), GELU, Linear(I, C), dropout."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(cfg.hidden_size, cfg.mlp_size)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(cfg.mlp_size, cfg.hidden_size)  # residual projection
+        self.dropout = nn.Dropout(cfg.resid_dropout_p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.fc2(self.act(self.fc1(x))))  # (B, T, I) -> (B, T, C)
+
+
+class Block(nn.Module):
+    """Self-attention and MLP, each with a residual connection and a LayerNorm (pre or post)."""
+
+    def __init__(self, cfg: ModelConfig, *, causal: bool) -> None:
+        super().__init__()
+        self.causal = causal
+        self.pre_norm = cfg.norm == "pre"
+        self.attn = MultiHeadAttention(
+            cfg.hidden_size, cfg.num_heads, qkv_bias=cfg.qkv_bias,
+            attn_dropout=cfg.attn_dropout_p, proj_dropout=cfg.resid_dropout_p,
+        )
+        self.attn_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
+        self.mlp = MLP(cfg)
+        self.mlp_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
+
+    def forward(
+        self,
+        x: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        need_weights: bool = False,
+        kv_cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None)."""
+        attn_in = self.attn_norm(x) if self.pre_norm else x
+        attended = self.attn(
+            attn_in, attention_mask=attention_mask, causal=self.causal,
+            need_weights=need_weights, kv_cache=kv_cache,
+        )
+        attended, probs = attended if need_weights else (attended, None)  # (B, T, C)
+        if self.pre_norm:
+            x = x + attended
+            x = x + self.mlp(self.mlp_norm(x))
+        else:
+            x = self.attn_norm(x + attended)
+            x = self.mlp_norm(x + self.mlp(x))
+        return x, probs  # (B, T, C)
+
+
+class MLMHead(nn.Module):
+    """BERT's masked-LM head: dense + GELU + LayerNorm, then the vocabulary projection.
+
+    The projection's weight is the token-embedding matrix when tied; its bias is its own.
+    """
+
+    def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding) -> None:
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.act = nn.GELU()
+        self.norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
+        self.proj = nn.Linear(cfg.hidden_size, cfg.vocab_size)
+        if cfg.tie_embeddings:
+            self.proj.weight = token_embedding.weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(self.norm(self.act(self.dense(x))))  # (B, T, C) -> (B, T, V)
+
+
+@contextmanager
+def _eval_mode(module: nn.Module) -> Iterator[None]:
+    """Run in eval mode (no dropout) and restore the caller's training flag afterwards."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train(was_training)
+
+
+class TransformerBase(nn.Module):
+    """What the encoder and decoder share: embeddings, blocks, init, counts, the trunk pass."""
+
+    arch: str
+    causal: bool
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.arch != self.arch:
+            raise ValueError(
+                f"{type(self).__name__} needs arch={self.arch!r}, got arch={cfg.arch!r}; "
+                "use build_model(cfg) to pick the class from the config"
+            )
+        self.config = cfg
+        self.embeddings = Embeddings(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, causal=self.causal) for _ in range(cfg.num_layers))
+        self.final_norm = (
+            nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps) if cfg.norm == "pre" else None
+        )
+
+    def _init_weights(self, *, scale_residual: bool) -> None:
+        """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm ones / zeros.
+
+        With ``scale_residual`` (GPT-2) the projections that write into the residual stream
+        get std 0.02 / sqrt(2 L): the stream sums 2 L of them, so its variance stays O(1).
+        """
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, (nn.Linear, nn.LayerNorm)) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+            if isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+        if scale_residual:
+            std = 0.02 / math.sqrt(2 * self.config.num_layers)
+            for block in self.blocks:
+                nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=std)
+                nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=std)
+
+    def _trunk(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        *,
+        token_type_ids: Tensor | None = None,
+        output_attentions: bool = False,
+        kv_caches: list[KVCache] | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None]:
+        """Embeddings and blocks (and the final norm when pre-LN): [B, T] -> [B, T, C]."""
+        past_length = kv_caches[0].length if kv_caches else 0
+        self._check_inputs(input_ids, attention_mask, past_length)
+        positions = position_ids(
+            attention_mask, input_ids.shape[1], past_length, input_ids.device
+        )  # (B|1, T)
+        x = self.embeddings(input_ids, positions, token_type_ids)  # (B, T, C)
+        attentions = []
+        for i, block in enumerate(self.blocks):
+            cache = kv_caches[i] if kv_caches else None
+            x, probs = block(x, attention_mask, need_weights=output_attentions, kv_cache=cache)
+            attentions.append(probs)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, tuple(attentions) if output_attentions else None  # (B, T, C)
+
+    def _check_inputs(
+        self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int
+    ) -> None:
+        if input_ids.dim() != 2:
+            raise ValueError(
+                f"input_ids has shape {tuple(input_ids.shape)}, expected [batch, length]"
+            )
+        total = past_length + input_ids.shape[1]
+        if total > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence length {total} exceeds max_seq_len={self.config.max_seq_len}; crop "
+                "the input to its last max_seq_len tokens or raise max_seq_len"
+            )
+        expected = (input_ids.shape[0], total)
+        if attention_mask is not None and tuple(attention_mask.shape) != expected:
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, expected "
+                f"[batch, length] = {list(expected)} (with a KV cache it covers cached tokens)"
+            )
+
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        """Number of parameters, tied matrices counted once.
+
+        ``exclude_embeddings=True`` leaves out the tables that are only looked up (position,
+        token-type, and the token table unless it is tied to the output projection, whose
+        matmul is real compute). That is the N of the 6N FLOP estimate, as in nanoGPT.
+        """
+        excluded: set[int] = set()
+        if exclude_embeddings:
+            emb = self.embeddings
+            lookups = [emb.position, emb.token_type]
+            if not self.config.tie_embeddings:
+                lookups.append(emb.token)
+            excluded = {id(p) for m in lookups if m is not None for p in m.parameters()}
+        # parameters() yields a shared (tied) tensor once.
+        return sum(p.numel() for p in self.parameters() if id(p) not in excluded)
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs (forward + backward) per token, for MFU: 6 N + 12 L C T.
+
+        6 N (N = ``num_parameters(exclude_embeddings=True)``): every weight does one
+        multiply-add (2 FLOPs) per token in the forward pass and two in the backward pass.
+        12 L C T: per layer the scores Q K^T and the weighted sum of V cost 2 C T each forward,
+        times 3 for forward + backward. T = ``seq_len`` (default ``max_seq_len``) is the
+        context length; the causal mask halves the useful work, but kernels compute it all.
+        The estimate of the PaLM paper (appendix B) and nanoGPT's ``estimate_mfu``.
+        """
+        cfg = self.config
+        context = cfg.max_seq_len if seq_len is None else seq_len
+        non_embedding = self.num_parameters(exclude_embeddings=True)
+        return 6 * non_embedding + 12 * cfg.num_layers * cfg.hidden_size * context
+
+
+class Encoder(TransformerBase):
+    """BERT-style bidirectional encoder with a masked-LM head."""
+
+    arch = "encoder"
+    causal = False
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.mlm_head = MLMHead(cfg, self.embeddings.token)
+        self._init_weights(scale_residual=False)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        token_type_ids: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> ModelOutput:
+        """input_ids [B, T] -> ModelOutput(logits [B, T, V], attentions or None)."""
+        hidden, attentions = self._trunk(
+            input_ids, attention_mask, token_type_ids=token_type_ids,
+            output_attentions=output_attentions,
+        )
+        return ModelOutput(self.mlm_head(hidden), attentions)  # (B, T, V)
+
+    @torch.inference_mode()
+    def fill_mask(
+        self,
+        input_ids: Tensor,
+        mask_token_id: int,
+        attention_mask: Tensor | None = None,
+        top_k: int = 5,
+        *,
+        token_type_ids: Tensor | None = None,
+    ) -> list[list[MaskPrediction]]:
+        """Top-k predictions at every ``mask_token_id`` position (padding excluded).
+
+        Returns one list per batch row, ordered by position, of
+        ``MaskPrediction(position, token_ids, probs)`` with probs sorted descending.
+        ``top_k`` above the vocabulary size is clamped to it.
+        """
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k={top_k!r} must be a positive int")
+        with _eval_mode(self):
+            logits = self(input_ids, attention_mask, token_type_ids=token_type_ids).logits
+        is_mask = input_ids == mask_token_id  # (B, T)
+        if attention_mask is not None:
+            is_mask &= attention_mask.bool()
+        probs = torch.softmax(logits[is_mask].float(), dim=-1)  # (M, V) over M masked slots
+        top = probs.topk(min(top_k, self.config.vocab_size), dim=-1)  # (M, k) each
+        rows, cols = is_mask.nonzero(as_tuple=True)  # row-major: sorted by (row, position)
+        predictions: list[list[MaskPrediction]] = [[] for _ in range(input_ids.shape[0])]
+        for row, col, ids, p in zip(
+            rows.tolist(), cols.tolist(), top.indices.tolist(), top.values.tolist(), strict=True
+        ):
+            predictions[row].append(MaskPrediction(col, ids, p))
+        return predictions
+
+
+class Decoder(TransformerBase):
+    """GPT-style causal decoder with a linear LM head (tied to the token embeddings)."""
+
+    arch = "decoder"
+    causal = True
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embeddings.token.weight
+        self._init_weights(scale_residual=True)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        output_attentions: bool = False,
+        kv_caches: list[KVCache] | None = None,
+    ) -> ModelOutput:
+        """input_ids [B, T] -> ModelOutput(logits [B, T, V], attentions or None).
+
+        attention_mask: [B, T] (left padding for batched prompts); with ``kv_caches`` (from
+        ``init_caches``) it covers the cached tokens too, [B, T_cached + T].
+        """
+        hidden, attentions = self._trunk(
+            input_ids, attention_mask, output_attentions=output_attentions, kv_caches=kv_caches
+        )
+        return ModelOutput(self.lm_head(hidden), attentions)  # (B, T, V)
+
+    def init_caches(self, batch_size: int) -> list[KVCache]:
+        """One empty KV cache per layer, each holding up to ``max_seq_len`` positions."""
+        return [b.attn.init_cache(batch_size, self.config.max_seq_len) for b in self.blocks]
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        eos_token_id: int | None = None,
+        use_cache: bool = True,
+        attention_mask: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Extend each prompt by up to ``max_new_tokens`` tokens; returns [B, T_prompt + new].
+
+        The whole prompt is returned in front of the new tokens. ``temperature=0`` is greedy;
+        ``top_k`` None/0 disables top-k (above V it is clamped); ``top_p`` in (0, 1] keeps the
+        smallest set of tokens whose probability reaches it. Prompts of unequal length go
+        left-padded with ``attention_mask``. After a row emits ``eos_token_id`` it is filled
+        with ``config.pad_token_id`` (or EOS when that is None); generation stops early when
+        every row has finished, so ``new`` can be smaller than ``max_new_tokens``.
+
+        The model only sees the last ``max_seq_len`` tokens: a longer prompt is cropped (with
+        a warning). The KV cache holds absolute positions, which shift once the context
+        slides, so past ``max_seq_len`` the cache is dropped and each step re-reads the last
+        window: identical to ``use_cache=False``, only slower.
+        """
+        _check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+        cfg = self.config
+        if eos_token_id is not None and not 0 <= eos_token_id < cfg.vocab_size:
+            raise ValueError(
+                f"eos_token_id={eos_token_id} is outside the vocabulary [0, {cfg.vocab_size})"
+            )
+        _check_left_padded(input_ids, attention_mask)
+        window = cfg.max_seq_len
+        if input_ids.shape[1] > window:
+            warnings.warn(
+                f"prompt of {input_ids.shape[1]} tokens is longer than max_seq_len={window}; "
+                f"the model sees only its last {window} tokens",
+                stacklevel=2,
+            )
+        fill_id = cfg.pad_token_id if cfg.pad_token_id is not None else eos_token_id
+        finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        ids, mask = input_ids, attention_mask  # (B, T_prompt + step) each
+        caches = self.init_caches(ids.shape[0]) if use_cache else None
+        cached_length = 0
+        with _eval_mode(self):
+            for _ in range(max_new_tokens):
+                if caches is not None and ids.shape[1] > window:
+                    caches = None  # the window slides from here on: see the docstring
+                if caches is None:
+                    context = ids[:, -window:]  # (B, <= window)
+                    context_mask = None if mask is None else mask[:, -window:]
+                else:
+                    context, context_mask = ids[:, cached_length:], mask  # only uncached tokens
+                    cached_length = ids.shape[1]
+                logits = self(context, context_mask, kv_caches=caches).logits[:, -1]  # (B, V)
+                next_id = _sample(logits, temperature, top_k, top_p, generator)  # (B,)
+                if eos_token_id is not None:
+                    next_id = next_id.masked_fill(finished, fill_id)
+                    finished |= next_id == eos_token_id
+                ids = torch.cat([ids, next_id[:, None]], dim=1)
+                if mask is not None:
+                    mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+                if finished.all():
+                    break
+        return ids  # (B, T_prompt + new)
+
+
+def build_model(cfg: ModelConfig) -> Encoder | Decoder:
+    """The model class named by ``cfg.arch``."""
+    return Encoder(cfg) if cfg.arch == "encoder" else Decoder(cfg)
+
+
+def _check_sampling_args(
+    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
+) -> None:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or (
+        max_new_tokens < 0
+    ):
+        raise ValueError(f"max_new_tokens={max_new_tokens!r} must be an int >= 0")
+    if not (isinstance(temperature, (int, float)) and 0 <= temperature < math.inf):
+        raise ValueError(
+            f"temperature={temperature!r} must be a finite number >= 0 (0 = greedy, 1 = the "
+            "model's distribution, higher = flatter)"
+        )
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+        raise ValueError(f"top_k={top_k!r} must be None or 0 (no top-k), or a positive int")
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ValueError(f"top_p={top_p!r} must be in (0, 1] (1 = no nucleus filtering)")
+
+
+def _check_left_padded(input_ids: Tensor, attention_mask: Tensor | None) -> None:
+    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+        raise ValueError(
+            f"input_ids has shape {tuple(input_ids.shape)}; generate needs [batch, length >= 1]"
+        )
+    if attention_mask is None:
+        return
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, expected the shape of "
+            f"input_ids {tuple(input_ids.shape)}"
+        )
+    real = attention_mask.bool()  # (B, T)
+    if not real[:, -1].all() or (real[:, :-1] & ~real[:, 1:]).any():
+        raise ValueError(
+            "generate needs left-padded prompts (padding before the prompt, the last token "
+            "real): attention_mask has a 0 after a 1; pad on the left (padding_side='left')"
+        )
+
+
+def _sample(
+    logits: Tensor,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """Next token ids [B] from last-position logits [B, V]."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    logits = logits.float() / temperature
+    if top_k:
+        kth_best = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth_best, -math.inf)
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    if top_p is not None and top_p < 1:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V) each
+        # Drop a token once the more likely ones already reach top_p; the best always stays.
+        drop_sorted = sorted_probs.cumsum(dim=-1) - sorted_probs >= top_p  # (B, V)
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # (B, V)
+        probs = probs.masked_fill(drop, 0.0)  # multinomial renormalises
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
