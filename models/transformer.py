@@ -11,9 +11,11 @@ only in ``causal``, in their head (``MLMHead`` vs a linear LM head) and in their
 layout for both: "post" (BERT) normalises after each residual add and on the embeddings;
 "pre" (GPT-2) normalises before each sublayer and once more after the last block.
 
-Forward always returns ``ModelOutput(logits, attentions)``: one return type, fields read by
-name; ``attentions`` is None unless ``output_attentions=True``. No losses here: those belong
-to ``models/tasks.py``.
+Forward returns the logits [B, T, V]; with ``output_attentions=True`` it returns
+``ModelOutput(logits, attentions)``, a NamedTuple (so ``logits, attentions = model(...)`` and
+``.attentions`` both work) with every layer's probabilities [B, H, T, T_k]. This mirrors
+``MultiHeadAttention(need_weights=...)`` and keeps the common call a plain tensor. No losses
+here: those belong to ``models/tasks.py``.
 
 Padding follows DESIGN.md: ``attention_mask`` [B, T] is 1 for real tokens, 0 for padding.
 Position ids count real tokens only, so a left-padded row gets the positions it would have
@@ -37,8 +39,10 @@ from models.config import ModelConfig
 
 
 class ModelOutput(NamedTuple):
+    """What forward returns when ``output_attentions=True``."""
+
     logits: Tensor  # (B, T, V)
-    attentions: tuple[Tensor, ...] | None  # L x (B, H, T, T_k) probabilities, or None
+    attentions: tuple[Tensor, ...]  # L x (B, H, T, T_k) probabilities, before dropout
 
 
 class MaskPrediction(NamedTuple):
@@ -335,13 +339,14 @@ class Encoder(TransformerBase):
         *,
         token_type_ids: Tensor | None = None,
         output_attentions: bool = False,
-    ) -> ModelOutput:
-        """input_ids [B, T] -> ModelOutput(logits [B, T, V], attentions or None)."""
+    ) -> Tensor | ModelOutput:
+        """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions."""
         hidden, attentions = self._trunk(
             input_ids, attention_mask, token_type_ids=token_type_ids,
             output_attentions=output_attentions,
         )
-        return ModelOutput(self.mlm_head(hidden), attentions)  # (B, T, V)
+        logits = self.mlm_head(hidden)  # (B, T, V)
+        return ModelOutput(logits, attentions) if output_attentions else logits
 
     @torch.inference_mode()
     def fill_mask(
@@ -362,7 +367,7 @@ class Encoder(TransformerBase):
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k={top_k!r} must be a positive int")
         with _eval_mode(self):
-            logits = self(input_ids, attention_mask, token_type_ids=token_type_ids).logits
+            logits = self(input_ids, attention_mask, token_type_ids=token_type_ids)  # (B, T, V)
         is_mask = input_ids == mask_token_id  # (B, T)
         if attention_mask is not None:
             is_mask &= attention_mask.bool()
@@ -397,8 +402,8 @@ class Decoder(TransformerBase):
         *,
         output_attentions: bool = False,
         kv_caches: list[KVCache] | None = None,
-    ) -> ModelOutput:
-        """input_ids [B, T] -> ModelOutput(logits [B, T, V], attentions or None).
+    ) -> Tensor | ModelOutput:
+        """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
 
         attention_mask: [B, T] (left padding for batched prompts); with ``kv_caches`` (from
         ``init_caches``) it covers the cached tokens too, [B, T_cached + T].
@@ -406,7 +411,8 @@ class Decoder(TransformerBase):
         hidden, attentions = self._trunk(
             input_ids, attention_mask, output_attentions=output_attentions, kv_caches=kv_caches
         )
-        return ModelOutput(self.lm_head(hidden), attentions)  # (B, T, V)
+        logits = self.lm_head(hidden)  # (B, T, V)
+        return ModelOutput(logits, attentions) if output_attentions else logits
 
     def init_caches(self, batch_size: int) -> list[KVCache]:
         """One empty KV cache per layer, each holding up to ``max_seq_len`` positions."""
@@ -468,7 +474,7 @@ class Decoder(TransformerBase):
                 else:
                     context, context_mask = ids[:, cached_length:], mask  # only uncached tokens
                     cached_length = ids.shape[1]
-                logits = self(context, context_mask, kv_caches=caches).logits[:, -1]  # (B, V)
+                logits = self(context, context_mask, kv_caches=caches)[:, -1]  # (B, V)
                 next_id = _sample(logits, temperature, top_k, top_p, generator)  # (B,)
                 if eos_token_id is not None:
                     next_id = next_id.masked_fill(finished, fill_id)
