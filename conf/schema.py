@@ -1,0 +1,163 @@
+"""Schemas of the config groups that belong to the application (trainer, logger, top level).
+
+``model`` and ``data`` are validated by ``models.config.ModelConfig`` and
+``data.config.DataConfig``, ``optim`` by ``models.tasks.OptimConfig``. ``parse_settings`` checks
+all of them before any data is touched, so a typo costs seconds, not a tokenization run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+MODES = ("train", "eval", "generate", "attention")
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
+
+
+@dataclass
+class TrainerConfig:
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``."""
+
+    accelerator: str = "cpu"
+    devices: Any = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
+    precision: str = "32-true"
+    max_steps: int = 600
+    max_epochs: int = -1
+    val_check_interval: Any = 200
+    limit_val_batches: Any = 20
+    accumulate_grad_batches: int = 1
+    gradient_clip_val: float | None = 1.0
+    log_every_n_steps: int = 10
+    enable_progress_bar: bool = True
+    deterministic: bool = False
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        self.precision = str(self.precision)
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"trainer.precision={self.precision} is not one of {', '.join(PRECISIONS)}; "
+                "use bf16-mixed on recent GPUs, 32-true on the CPU"
+            )
+        if self.max_steps == 0 or (self.max_steps < 0 and self.max_epochs <= 0):
+            raise ValueError(
+                f"trainer.max_steps={self.max_steps} with trainer.max_epochs={self.max_epochs} "
+                "never trains; set trainer.max_steps to a positive number (or max_epochs > 0)"
+            )
+        if self.accumulate_grad_batches < 1:
+            raise ValueError(
+                f"trainer.accumulate_grad_batches={self.accumulate_grad_batches} must be >= 1"
+            )
+        if self.log_every_n_steps < 1:
+            raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        kwargs = asdict(self)
+        kwargs.pop("compile")
+        return kwargs
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go: ``wandb`` (offline unless told otherwise), ``csv`` or ``none``."""
+
+    kind: str = "wandb"
+    project: str = "tinylm"
+    mode: str = "offline"
+    group: str | None = None
+    entity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("wandb", "csv", "none"):
+            raise ValueError(f"logger={self.kind} is unknown; choose logger=wandb, csv or none")
+        if self.mode not in ("offline", "online"):
+            raise ValueError(f"logger.mode={self.mode} must be offline or online")
+
+
+@dataclass
+class RunConfig:
+    """The top-level keys: what to do and the generation options."""
+
+    mode: str = "train"
+    seed: int = 1234
+    ckpt_path: str | None = None
+    output_dir: str = "."
+    prompt: str | None = None
+    max_new_tokens: int = 200
+    temperature: float = 0.8
+    top_k: int | None = 50
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode} is unknown; choose one of {', '.join(MODES)}")
+        if self.mode != "train" and not self.ckpt_path:
+            raise ValueError(
+                f"mode={self.mode} needs a checkpoint: add ckpt_path=RUN_DIR/checkpoints/"
+                "best.ckpt" + (" (or a sweep directory)" if self.mode == "eval" else "")
+            )
+        if self.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 0")
+        if self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
+        if self.top_k is not None and self.top_k < 0:
+            raise ValueError(f"top_k={self.top_k} must be >= 0 (0 or null = off)")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p={self.top_p} must be in (0, 1] (null = off)")
+
+
+@dataclass
+class Settings:
+    run: RunConfig
+    model: dict[str, Any]
+    data: Any
+    trainer: TrainerConfig
+    logger: LoggerConfig
+    optim: Any
+
+
+def _from_section(cls: type, values: dict[str, Any], prefix: str) -> Any:
+    valid = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'{prefix}{k}' for k in unknown)}; valid keys: "
+            f"{', '.join(sorted(valid))}"
+        )
+    return cls(**values)
+
+
+def parse_settings(cfg: DictConfig) -> Settings:
+    """Validate every config group before any data is touched."""
+    from data.config import DataConfig
+    from models.config import ModelConfig
+    from models.tasks import OptimConfig
+
+    values = OmegaConf.to_container(cfg, resolve=True)
+    top = {k: v for k, v in values.items() if k not in ("model", "data", "trainer", "logger",
+                                                          "optim", "hydra")}
+    model = dict(values["model"])
+    ModelConfig.from_dict(model)  # validation only: the tokenizer fills in vocab_size later
+    return Settings(
+        run=_from_section(RunConfig, top, ""),
+        model=model,
+        data=DataConfig(**values["data"]),
+        trainer=_from_section(TrainerConfig, values["trainer"], "trainer."),
+        logger=_from_section(LoggerConfig, values["logger"], "logger."),
+        optim=OptimConfig.from_dict(values["optim"]),
+    )
+
+
+def cli_overrides() -> dict[str, str]:
+    """The ``key=value`` overrides of this job (the swept values under multirun)."""
+    if not HydraConfig.initialized():
+        return {}
+    pairs = (o.split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
+    return {k.lstrip("+~"): v for k, v in pairs}
+
+

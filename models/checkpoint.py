@@ -1,0 +1,115 @@
+"""Reading tinylm checkpoints safely, and exporting their weights.
+
+A checkpoint is Lightning's: ``state_dict`` (network weights under ``model.``) and
+``hyper_parameters`` holding plain types only (model/optim/data configs as dicts, the tokenizer
+as a JSON string). So it loads with ``torch.load(weights_only=True)``: a file that needs
+arbitrary pickled code to load is refused, never executed.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from models.config import ModelConfig
+from models.transformer import Decoder, Encoder
+
+_REQUIRED_HPARAMS = ("model_config", "tokenizer_json")
+
+
+@dataclass
+class LoadedCheckpoint:
+    path: Path
+    model: nn.Module
+    config: ModelConfig
+    hparams: dict[str, Any]
+    global_step: int
+
+    @property
+    def tokenizer_json(self) -> str:
+        return self.hparams["tokenizer_json"]
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """``torch.load(weights_only=True)`` with errors that say what is wrong with the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a directory; pass a checkpoint file such as "
+            f"{path}/checkpoints/best.ckpt or {path}/checkpoints/last.ckpt"
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ValueError(
+            f"refusing to load {path}: it contains pickled Python objects that would run "
+            "arbitrary code when loaded (torch.load weights_only=True rejected it). tinylm "
+            "checkpoints hold plain types only; load it only if you trust its source and "
+            f"re-save its state_dict. Detail: {str(err).splitlines()[0]}"
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"cannot read checkpoint {path}: the file is truncated or not a PyTorch checkpoint "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'empty'}). "
+            "Use another checkpoint of the run, e.g. last.ckpt or best.ckpt."
+        ) from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise ValueError(f"{path} is not a tinylm checkpoint (no state_dict in it)")
+    hparams = checkpoint.get("hyper_parameters") or {}
+    missing = [k for k in _REQUIRED_HPARAMS if k not in hparams]
+    if missing:
+        raise ValueError(
+            f"{path} is not a tinylm checkpoint: its hyper_parameters lack {', '.join(missing)}"
+        )
+    return checkpoint
+
+
+def load_checkpoint(path: str | Path, *, expected_arch: str | None = None) -> LoadedCheckpoint:
+    """Rebuild the network of a checkpoint, in eval mode on the CPU."""
+    checkpoint = read_checkpoint(path)
+    hparams = checkpoint["hyper_parameters"]
+    config = ModelConfig.from_dict(hparams["model_config"])
+    if expected_arch is not None and config.arch != expected_arch:
+        raise ValueError(
+            f"{path} holds an {config.arch} but an {expected_arch} was expected; "
+            f"pick a checkpoint of a {expected_arch} run"
+        )
+    model = (Decoder if config.arch == "decoder" else Encoder)(config)
+    weights = {
+        key.removeprefix("model."): value
+        for key, value in checkpoint["state_dict"].items()
+        if key.startswith("model.")
+    }
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as err:
+        raise ValueError(
+            f"{path}: the weights do not fit the model config stored in it ({err})"
+        ) from None
+    return LoadedCheckpoint(
+        path=Path(path), model=model.eval(), config=config, hparams=dict(hparams),
+        global_step=int(checkpoint.get("global_step", 0)),
+    )
+
+
+def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
+    """Write a checkpoint's network weights as ``safetensors`` (the configs go in metadata)."""
+    import json
+
+    from safetensors.torch import save_model
+
+    loaded = load_checkpoint(path)
+    out_path = Path(out_path)
+    metadata = {"model_config": json.dumps(loaded.config.to_dict()),
+                "tokenizer_json": loaded.tokenizer_json}
+    # save_model, unlike save_file, handles the tied embedding/head weights.
+    save_model(loaded.model, str(out_path), metadata=metadata)
+    return out_path

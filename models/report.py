@@ -1,0 +1,169 @@
+"""What tinylm writes for people to read: sweep summaries, heatmaps and attention maps.
+
+Every run directory holds a ``metrics.json`` (written by train.py, also for failed runs);
+a sweep summary is built from those files alone, so it can be rebuilt at any time.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+METRICS_FILE = "metrics.json"
+_FIXED_COLUMNS = ("model.num_heads", "model.dropout")
+_RESULT_COLUMNS = ("params", "best_val_loss", "val_ppl", "tokens_per_sec", "status", "error")
+
+
+def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
+    path = Path(run_dir) / METRICS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(metrics, indent=2, default=str))
+    tmp.replace(path)
+    return path
+
+
+def read_metrics(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / METRICS_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def collect_runs(sweep_dir: Path) -> list[dict[str, Any]]:
+    """metrics.json of every run directly below ``sweep_dir``, in job order."""
+    runs = []
+    for run_dir in Path(sweep_dir).iterdir():
+        metrics = read_metrics(run_dir) if run_dir.is_dir() else None
+        if metrics is not None:
+            runs.append({"run": run_dir.name, **metrics})
+    return sorted(runs, key=lambda r: (not r["run"].isdigit(), int(r["run"]) if
+                                       r["run"].isdigit() else 0, r["run"]))
+
+
+def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Override keys whose value differs between runs, in the order the user typed them."""
+    keys: list[str] = []
+    for run in runs:
+        for key in run.get("overrides", {}):
+            if key not in keys:
+                keys.append(key)
+    return [k for k in keys if len({str(r.get("overrides", {}).get(k)) for r in runs}) > 1]
+
+
+def write_sweep_summary(sweep_dir: Path) -> list[Path]:
+    """summary.csv, summary.md and a validation-loss heatmap over the first two swept keys."""
+    sweep_dir = Path(sweep_dir)
+    runs = collect_runs(sweep_dir)
+    if not runs:
+        return []
+    keys = swept_keys(runs)
+    columns = ["run", *keys, *(c for c in _FIXED_COLUMNS if c not in keys), *_RESULT_COLUMNS]
+    rows = [_summary_row(run, columns) for run in runs]
+    written = [sweep_dir / "summary.csv", sweep_dir / "summary.md"]
+    with open(written[0], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    written[1].write_text(markdown_table(columns, rows))
+    if keys:
+        written.append(plot_heatmap(runs, keys, sweep_dir / "heatmap_val_loss.png"))
+    return written
+
+
+def _summary_row(run: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    values = {**run.get("config", {}), **run.get("overrides", {}), **run}
+    return {c: _fmt(values.get(c)) for c in columns}
+
+
+def _fmt(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return "" if value is None else value
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: Path) -> Path:
+    """Best validation loss over the first two swept keys (the best over any other key)."""
+    row_key, col_key = keys[0], (keys[1] if len(keys) > 1 else None)
+
+    def values_of(key: str | None) -> list[str]:
+        seen = [str(r["overrides"].get(key)) for r in runs] if key else [""]
+        return sorted(set(seen), key=_natural)
+
+    row_values, col_values = values_of(row_key), values_of(col_key)
+    grid = [[math.nan] * len(col_values) for _ in row_values]
+    failed = [[False] * len(col_values) for _ in row_values]
+    for run in runs:
+        i = row_values.index(str(run["overrides"].get(row_key)))
+        j = col_values.index(str(run["overrides"].get(col_key))) if col_key else 0
+        loss = run.get("best_val_loss")
+        if run.get("status") == "completed" and loss is not None:
+            grid[i][j] = loss if math.isnan(grid[i][j]) else min(grid[i][j], loss)
+        elif run.get("status") == "failed":
+            failed[i][j] = True
+    fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(col_values), 1.2 + 0.8 * len(row_values)))
+    image = ax.imshow(grid, cmap="viridis_r", aspect="auto")
+    fig.colorbar(image, ax=ax, label="best validation loss")
+    ax.set_xticks(range(len(col_values)), col_values)
+    ax.set_yticks(range(len(row_values)), row_values)
+    ax.set_xlabel(col_key or "")
+    ax.set_ylabel(row_key)
+    for i, row in enumerate(grid):
+        for j, loss in enumerate(row):
+            text = f"{loss:.3f}" if math.isfinite(loss) else ("failed" if failed[i][j] else "-")
+            ax.text(j, i, text, ha="center", va="center", color="white", fontsize=9)
+    ax.set_title("validation loss")
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+def _natural(value: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def plot_attention(
+    attentions: Sequence[Any], tokens: Sequence[str], out_path: Path, title: str = ""
+) -> Path:
+    """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``.
+
+    ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns).
+    """
+    num_layers, num_heads = len(attentions), attentions[0].shape[0]
+    size = max(2.0, 0.25 * len(tokens))
+    fig, axes = plt.subplots(
+        num_layers, num_heads, figsize=(size * num_heads, size * num_layers), squeeze=False
+    )
+    for layer, layer_maps in enumerate(attentions):
+        for head in range(num_heads):
+            ax = axes[layer][head]
+            ax.imshow(layer_maps[head], cmap="Blues", vmin=0.0, vmax=1.0)
+            ax.set_title(f"layer {layer} head {head}", fontsize=8)
+            ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
+            ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=100)
+    plt.close(fig)
+    return out_path

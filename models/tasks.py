@@ -1,0 +1,254 @@
+"""LightningModules that train tinylm's networks: losses, metrics, optimiser and schedule.
+
+The networks themselves (``models.transformer``) know nothing of training. A task is built
+from plain dictionaries only, so ``save_hyperparameters()`` stores plain types and a checkpoint
+loads with ``torch.load(weights_only=True)`` and rebuilds model and tokenizer with no other file.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, fields
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import MeanMetric, SumMetric
+
+from models.config import ModelConfig
+from models.transformer import Decoder, Encoder
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warmup then cosine decay (the `optim` block of the config)."""
+
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
+        if self.weight_decay < 0:
+            raise ValueError(f"optim.weight_decay={self.weight_decay} must be >= 0")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ValueError(f"optim.{name}={value} must be in [0, 1), e.g. 0.9")
+        if self.warmup_steps < 0:
+            raise ValueError(f"optim.warmup_steps={self.warmup_steps} must be >= 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> OptimConfig:
+        return cls(**_known_keys(cls, values, "optim"))
+
+
+def _known_keys(cls: type, values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    valid = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'{prefix}.{k}' for k in unknown)}; "
+            f"valid keys: {', '.join(sorted(valid))}"
+        )
+    return dict(values)
+
+
+def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """LR multiplier: linear warmup to 1, then cosine decay to ``min_ratio`` at total_steps."""
+    if step < warmup_steps:
+        return (step + 1) / (warmup_steps + 1)
+    if step >= total_steps:
+        return min_ratio
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class LanguageModelTask(L.LightningModule):
+    """What both tasks share: the network, the optimiser, throughput, checkpoint payload."""
+
+    def __init__(
+        self,
+        model_config: dict[str, Any],
+        optim_config: dict[str, Any],
+        tokenizer_json: str,
+        data_config: dict[str, Any],
+        chars_per_token: dict[str, float],
+        total_steps: int,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.config = ModelConfig.from_dict(model_config)
+        self.optim = OptimConfig.from_dict(optim_config)
+        network = Decoder if self.config.arch == "decoder" else Encoder
+        self.model = network(self.config)
+        self.flops_per_token = self.model.flops_per_token()
+        self._metrics = torch.nn.ModuleDict(
+            {
+                f"{stage}_{name}": metric()
+                for stage in ("val", "test")
+                for name, metric in (("loss", MeanMetric), ("correct", SumMetric),
+                                     ("targets", SumMetric))
+            }
+        )
+        self._last_step_end: float | None = None
+        self._tokens_since_log = 0
+        self._seconds_since_log = 0.0
+        self._tokens_total = 0
+        self._seconds_total = 0.0
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.model(input_ids, attention_mask=attention_mask)
+
+    def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """Mean cross-entropy over targets, the number of targets, and how many were right."""
+        logits = self(batch["input_ids"], batch.get("attention_mask"))  # (B, T, V)
+        labels = batch["labels"]  # (B, T), IGNORE_INDEX where there is no target
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX
+        )
+        targets = labels != IGNORE_INDEX
+        correct = ((logits.argmax(-1) == labels) & targets).sum()
+        return loss, targets.sum(), correct
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        loss, _, _ = self._loss(batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"training loss became {loss.item()} at step {self.global_step}. Likely causes: "
+                f"a learning rate too high (optim.lr={self.optim.lr}; try 3x smaller), or "
+                "fp16 overflow (use trainer.precision=bf16-mixed or 32-true). The last saved "
+                "checkpoint is intact."
+            )
+        self.log("train/loss", loss, prog_bar=True)
+        self._tokens_since_log += batch["input_ids"].numel()
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        # Wall time between consecutive step ends covers data loading as well as compute.
+        now = time.perf_counter()
+        if self._last_step_end is not None:
+            self._seconds_since_log += now - self._last_step_end
+            self._seconds_total += now - self._last_step_end
+            self._tokens_total += batch["input_ids"].numel()
+        self._last_step_end = now
+        if self.trainer.global_step % self.trainer.log_every_n_steps == 0 and (
+            self._seconds_since_log > 0
+        ):
+            tokens_per_sec = self._tokens_since_log / self._seconds_since_log
+            self.log("train/tokens_per_sec", tokens_per_sec)
+            peak = _peak_flops(self.device, self.trainer.precision)
+            if peak:
+                self.log("train/mfu", tokens_per_sec * self.flops_per_token / peak)
+            self._tokens_since_log = 0
+            self._seconds_since_log = 0.0
+
+    def tokens_per_sec(self) -> float | None:
+        """Average training throughput of this process (the first step is warm-up, not counted)."""
+        return self._tokens_total / self._seconds_total if self._seconds_total else None
+
+    def on_validation_start(self) -> None:
+        # Validation time is not training throughput.
+        self._last_step_end = None
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._update_eval_metrics("val", batch)
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._update_eval_metrics("test", batch)
+
+    def _update_eval_metrics(self, stage: str, batch: dict[str, Tensor]) -> None:
+        loss, n_targets, correct = self._loss(batch)
+        self._metrics[f"{stage}_loss"].update(loss, weight=n_targets)
+        self._metrics[f"{stage}_correct"].update(correct)
+        self._metrics[f"{stage}_targets"].update(n_targets)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_eval_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_eval_metrics("test")
+
+    def _log_eval_metrics(self, stage: str) -> None:
+        metrics = {name: m.compute() for name, m in self._metrics.items() if name.startswith(stage)}
+        for m in self._metrics.values():
+            m.reset()
+        loss = metrics[f"{stage}_loss"]
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "val")
+        self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)))
+        for name, value in self.extra_metrics(stage, loss, metrics).items():
+            self.log(f"{stage}/{name}", value)
+
+    def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
+        return {}
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        # Weight decay on matrices (linear weights, embeddings) only, never biases or norms.
+        params = [p for p in self.parameters() if p.requires_grad]
+        decay = [p for p in params if p.dim() >= 2]
+        no_decay = [p for p in params if p.dim() < 2]
+        optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": self.optim.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=self.optim.lr,
+            betas=(self.optim.beta1, self.optim.beta2),
+        )
+        total_steps = self.hparams["total_steps"]
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: warmup_cosine(
+                step, warmup_steps=self.optim.warmup_steps, total_steps=total_steps,
+                min_ratio=self.optim.min_lr_ratio,
+            ),
+        )
+        schedule = {"scheduler": scheduler, "interval": "step"}
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
+
+
+class CausalLMTask(LanguageModelTask):
+    """Next-token prediction for the decoder; reports bits per character too."""
+
+    def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
+        split = "validation" if stage == "val" else stage
+        chars_per_token = self.hparams["chars_per_token"].get(split)
+        if not chars_per_token:
+            return {}
+        # nats per token -> bits per character: independent of the tokenizer.
+        return {"bpc": loss / math.log(2) / chars_per_token}
+
+
+class MaskedLMTask(LanguageModelTask):
+    """Masked-language modelling for the encoder; reports masked-token accuracy too."""
+
+    def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
+        targets = metrics[f"{stage}_targets"].clamp(min=1)
+        return {"acc": metrics[f"{stage}_correct"] / targets}
+
+
+def task_class(arch: str) -> type[LanguageModelTask]:
+    return CausalLMTask if arch == "decoder" else MaskedLMTask
+
+
+def _peak_flops(device: torch.device, precision: str) -> float | None:
+    """Peak FLOP/s of a CUDA device for MFU, from Lightning's table; None where unknown."""
+    if device.type != "cuda":
+        return None
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    dtype = torch.bfloat16 if "bf16" in str(precision) else (
+        torch.float16 if "16" in str(precision) else torch.float32
+    )
+    return get_available_flops(device, dtype)
