@@ -1,0 +1,83 @@
+"""Collators: decoder blocks -> shifted inputs/labels; encoder rows -> padded, MLM-masked."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import torch
+
+from data.tokenizer import SpecialTokens
+
+IGNORE_INDEX = -100  # labels the loss skips (torch's cross_entropy default)
+
+
+def collate_blocks(blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
+    """Blocks of T + 1 tokens -> input_ids = block[:-1], labels = block[1:], both [B, T]."""
+    batch = torch.from_numpy(np.stack(blocks).astype(np.int64))  # [B, T+1]
+    return {"input_ids": batch[:, :-1].contiguous(), "labels": batch[:, 1:].contiguous()}
+
+
+class MLMCollator:
+    """Pad a batch to its longest example rounded up to a multiple of 8 (at most
+    max_seq_len), then mask for MLM.
+
+    Each real, non-special token is selected with probability `mlm_probability`; a selected
+    token becomes [MASK] (80%), a random regular token (10%) or stays (10%); labels are the
+    original ids at selected positions and -100 elsewhere. The random stream is seeded by
+    `seed` and the batch's content, so a batch is masked the same way in any worker, after a
+    resume, or in a rerun, while a reshuffled epoch gets fresh masks.
+    """
+
+    def __init__(
+        self,
+        specials: SpecialTokens,
+        vocab_size: int,
+        max_seq_len: int,
+        mlm_probability: float = 0.15,
+        seed: int = 0,
+        pad_to_multiple_of: int = 8,
+    ) -> None:
+        self.pad_id = specials.pad
+        self.mask_id = specials.mask
+        self.special_ids = torch.tensor(specials.all_ids)
+        is_regular = torch.ones(vocab_size, dtype=torch.bool)
+        is_regular[self.special_ids] = False
+        self.regular_ids = is_regular.nonzero().squeeze(1)  # random replacements come from here
+        self.max_seq_len = max_seq_len
+        self.mlm_probability = mlm_probability
+        self.seed = seed
+        self.pad_to_multiple_of = pad_to_multiple_of
+
+    def __call__(self, examples: list[np.ndarray]) -> dict[str, torch.Tensor]:
+        longest = max(len(e) for e in examples)
+        multiple = self.pad_to_multiple_of
+        length = min(self.max_seq_len, -(-longest // multiple) * multiple)
+        input_ids = torch.full((len(examples), length), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(examples), length), dtype=torch.long)
+        for row, example in enumerate(examples):
+            input_ids[row, : len(example)] = torch.from_numpy(np.asarray(example, dtype=np.int64))
+            attention_mask[row, : len(example)] = 1
+        masked, labels = self.mask(input_ids, attention_mask)
+        return {"input_ids": masked, "attention_mask": attention_mask, "labels": labels}
+
+    def mask(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(masked input_ids, labels) for a padded batch [B, T]."""
+        generator = torch.Generator().manual_seed(self._batch_seed(input_ids))
+        shape = input_ids.shape
+        maskable = attention_mask.bool() & ~torch.isin(input_ids, self.special_ids)
+        selected = maskable & (torch.rand(shape, generator=generator) < self.mlm_probability)
+        labels = torch.where(selected, input_ids, IGNORE_INDEX)
+        action = torch.rand(shape, generator=generator)
+        random_ids = self.regular_ids[
+            torch.randint(len(self.regular_ids), shape, generator=generator)
+        ]
+        masked = torch.where(selected & (action < 0.8), self.mask_id, input_ids)
+        masked = torch.where(selected & (action >= 0.8) & (action < 0.9), random_ids, masked)
+        return masked, labels
+
+    def _batch_seed(self, input_ids: torch.Tensor) -> int:
+        content = zlib.crc32(input_ids.numpy().tobytes())
+        return ((self.seed << 32) | content) % 2**63

@@ -1,0 +1,120 @@
+"""`DataConfig`: the Hydra group `data`, one flat dataclass that checks itself on creation."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SOURCES = ("builtin", "files", "hub")
+TOKENIZER_KINDS = ("bpe", "wordpiece", "char")
+EXAMPLE_UNITS = ("document", "paragraph", "line")
+EVAL_SPLITS = ("validation", "test")
+# BPE starts from the 256-byte alphabet; below this there is no room for any merge.
+MIN_VOCAB_SIZE = 300
+
+
+@dataclass
+class DataConfig:
+    """Where the text comes from, how it is tokenized and how it is batched.
+
+    source: builtin (CPython's reference docs, always available) | files (`path`: a file, a
+    directory or a glob of .txt/.json/.jsonl/.csv/.parquet) | hub (`name`, `config_name`).
+    tokenizer: None picks the architecture's default (decoder -> bpe, encoder -> wordpiece);
+    otherwise bpe | wordpiece | char (trained on the train split), a path to a tokenizer.json
+    (or a directory holding one), or a Hub tokenizer name "org/name".
+    example_unit: what one example (a document for packing, a row for MLM) is: a whole
+    record, a paragraph (text between blank lines) or a line.
+    split / val_fraction / test_fraction / split_seed: the split `mode=eval` reads, and how
+    splits are carved (per example, seeded) from sources that lack them.
+    cache_dir: None -> $TINYLM_CACHE or ~/.cache/tinylm.
+    """
+
+    source: str = "builtin"
+    path: str | None = None
+    name: str | None = None
+    config_name: str | None = None
+    text_column: str = "text"
+    tokenizer: str | None = None
+    vocab_size: int = 2048
+    example_unit: str = "paragraph"
+    mlm_probability: float = 0.15
+    batch_size: int = 32
+    num_workers: int = 0
+    num_proc: int = 1
+    cache_dir: str | None = None
+    split: str = "validation"
+    val_fraction: float = 0.05
+    test_fraction: float = 0.05
+    split_seed: int = 1234
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> DataConfig:
+        # The generated __init__ would reject an unknown key without naming the valid ones.
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise TypeError(f"unknown data config key(s) {unknown}; valid keys: {valid}")
+        return super().__new__(cls)
+
+    def __post_init__(self) -> None:
+        _check_choice("source", self.source, SOURCES)
+        if self.source == "files" and not self.path:
+            raise ValueError(
+                "data.path is required with data.source=files: pass data.path=FILE "
+                "(a .txt/.json/.jsonl/.csv/.parquet file, a directory or a glob)"
+            )
+        if self.source == "hub" and not self.name:
+            raise ValueError(
+                "data.name is required with data.source=hub: pass data.name=ORG/DATASET "
+                "(and data.config_name=CONFIG if the dataset has configs)"
+            )
+        _check_choice("example_unit", self.example_unit, EXAMPLE_UNITS)
+        _check_choice("split", self.split, EVAL_SPLITS)
+        if not self.text_column:
+            raise ValueError("data.text_column must name a column, got an empty string")
+        _check_int("batch_size", self.batch_size, minimum=1)
+        _check_int("num_workers", self.num_workers, minimum=0)
+        _check_int("num_proc", self.num_proc, minimum=1)
+        _check_int("vocab_size", self.vocab_size, minimum=MIN_VOCAB_SIZE)
+        _check_int("split_seed", self.split_seed, minimum=0)
+        _check_fraction("mlm_probability", self.mlm_probability, high=1.0)
+        _check_fraction("val_fraction", self.val_fraction, high=0.5)
+        _check_fraction("test_fraction", self.test_fraction, high=0.5)
+        if self.tokenizer is not None:
+            check_tokenizer_spec(self.tokenizer)
+
+
+def check_tokenizer_spec(spec: str) -> None:
+    """Raise unless `spec` is a tokenizer kind, an existing tokenizer.json, or a Hub name."""
+    if spec in TOKENIZER_KINDS:
+        return
+    path = Path(spec).expanduser()
+    if spec.endswith(".json") or path.exists():
+        if not (path.is_file() or (path / "tokenizer.json").is_file()):
+            raise FileNotFoundError(
+                f"data.tokenizer={spec!r}: no such tokenizer.json; pass an existing file "
+                f"(e.g. a run directory's tokenizer.json) or one of {list(TOKENIZER_KINDS)}"
+            )
+        return
+    if "/" not in spec:
+        # A bare word is a typo of a kind far more often than a Hub name without an org.
+        raise ValueError(
+            f"data.tokenizer={spec!r} is not a tokenizer kind; choose one of "
+            f"{list(TOKENIZER_KINDS)}, a path to tokenizer.json, or a Hub name 'org/name'"
+        )
+
+
+def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"data.{key}={value!r} is not valid; choose one of {list(choices)}")
+
+
+def _check_int(key: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"data.{key}={value!r} must be an integer >= {minimum}")
+
+
+def _check_fraction(key: str, value: Any, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < high:
+        raise ValueError(f"data.{key}={value!r} must be a number strictly between 0 and {high}")

@@ -1,0 +1,177 @@
+"""`LMDataModule`: corpus -> tokenizer -> tokenized splits -> decoder or encoder loaders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lightning as L
+from datasets import DatasetDict
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader, Dataset
+
+from data.cache import cache_root
+from data.collate import MLMCollator, collate_blocks
+from data.config import TOKENIZER_KINDS, DataConfig
+from data.corpus import load_corpus
+from data.examples import EncoderExamples, PackedBlocks, join_documents
+from data.sampler import ResumableDataLoader, ResumableSampler
+from data.tokenize import chars_per_token, token_arrays, tokenize_corpus
+from data.tokenizer import (
+    SpecialTokens,
+    cached_trained_tokenizer,
+    load_tokenizer,
+    special_tokens,
+)
+
+ARCHS = ("decoder", "encoder")
+DEFAULT_TOKENIZER = {"decoder": "bpe", "encoder": "wordpiece"}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` produces: everything else is cheap to derive from it."""
+
+    corpus: DatasetDict
+    tokenized: DatasetDict
+    tokenizer: Tokenizer
+    specials: SpecialTokens
+
+
+def prepare(cfg: DataConfig, arch: str) -> Prepared:
+    """Load the corpus, get the tokenizer, tokenize; each step reads its cache when it can."""
+    corpus, corpus_key = load_corpus(cfg)
+    spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
+    if spec in TOKENIZER_KINDS:
+        tokenizer = cached_trained_tokenizer(
+            spec,
+            (batch["text"] for batch in corpus["train"].iter(batch_size=1000)),
+            cfg.vocab_size,
+            corpus_key,
+            cache_root(cfg),
+        )
+    else:
+        tokenizer = load_tokenizer(spec)
+    specials = special_tokens(tokenizer)
+    tokenized = tokenize_corpus(corpus, tokenizer, corpus_key, cfg.num_proc)
+    return Prepared(corpus, tokenized, tokenizer, specials)
+
+
+class LMDataModule(L.LightningDataModule):
+    """Train / validation / test loaders for a decoder (CLM) or an encoder (MLM).
+
+    Decoder batches: {"input_ids", "labels"} [B, max_seq_len], documents joined by EOS and
+    packed without padding. Encoder batches: {"input_ids", "attention_mask", "labels"},
+    [CLS] example [SEP] padded per batch and MLM-masked. After `prepare_data(); setup()`,
+    the tokenizer and its ids (vocab_size, pad/eos/mask/cls/sep_token_id) and per-split
+    `chars_per_token` are available for the model config and bits-per-character metrics.
+    """
+
+    def __init__(self, cfg: DataConfig, arch: str, max_seq_len: int, seed: int = 0) -> None:
+        super().__init__()
+        if arch not in ARCHS:
+            raise ValueError(f"arch={arch!r} is not valid; choose one of {list(ARCHS)}")
+        if max_seq_len < 3:
+            raise ValueError(f"max_seq_len={max_seq_len} must be >= 3")
+        self.cfg = cfg
+        self.arch = arch
+        self.max_seq_len = max_seq_len
+        self.seed = seed
+        self._prepared: Prepared | None = None
+        self._splits: dict[str, Dataset] = {}
+
+    def prepare_data(self) -> None:
+        # Lightning runs this on one process per node: the expensive work (tokenizer
+        # training, tokenization) happens here and leaves its results in the cache.
+        self._prepared = prepare(self.cfg, self.arch)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._prepared is None:  # another rank prepared; everything is a cache hit now
+            self._prepared = prepare(self.cfg, self.arch)
+        if not self._splits:
+            self._splits = {split: self._examples(split) for split in self._prepared.tokenized}
+
+    def _examples(self, split: str) -> Dataset:
+        ids, offsets = token_arrays(self.prepared.tokenized[split])
+        specials = self.prepared.specials
+        if self.arch == "decoder":
+            return PackedBlocks(join_documents(ids, offsets, specials.eos), self.max_seq_len + 1)
+        return EncoderExamples(ids, offsets, specials.cls, specials.sep, self.max_seq_len)
+
+    @property
+    def prepared(self) -> Prepared:
+        if self._prepared is None:
+            raise RuntimeError("call prepare_data() and setup() before using the data module")
+        return self._prepared
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.prepared.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.prepared.specials.pad
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.prepared.specials.eos
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.prepared.specials.mask
+
+    @property
+    def cls_token_id(self) -> int:
+        return self.prepared.specials.cls
+
+    @property
+    def sep_token_id(self) -> int:
+        return self.prepared.specials.sep
+
+    @property
+    def chars_per_token(self) -> dict[str, float]:
+        """Per split: characters of raw text per token (bpc = loss / ln 2 / this)."""
+        prepared = self.prepared
+        return {
+            split: chars_per_token(prepared.corpus[split], prepared.tokenized[split])
+            for split in prepared.tokenized
+        }
+
+    def train_dataloader(self) -> ResumableDataLoader:
+        dataset = self._split("train")
+        return ResumableDataLoader(
+            dataset, sampler=ResumableSampler(dataset, seed=self.seed), **self._loader_options()
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self._split("validation"), **self._loader_options())
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self._split("test"), **self._loader_options())
+
+    def _split(self, split: str) -> Dataset:
+        if not self._splits:
+            raise RuntimeError("call prepare_data() and setup() before asking for loaders")
+        return self._splits[split]
+
+    def _loader_options(self) -> dict:
+        if self.arch == "decoder":
+            collate = collate_blocks
+        else:
+            collate = MLMCollator(
+                self.prepared.specials,
+                self.vocab_size,
+                self.max_seq_len,
+                self.cfg.mlm_probability,
+                self.seed,
+            )
+        workers = self.cfg.num_workers
+        return {
+            "batch_size": self.cfg.batch_size,
+            "collate_fn": collate,
+            "num_workers": workers,
+            "persistent_workers": workers > 0,
+        }

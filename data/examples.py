@@ -1,0 +1,59 @@
+"""Torch datasets over tokenized examples: packed blocks (decoder), wrapped rows (encoder)."""
+
+from __future__ import annotations
+
+import numpy as np
+from torch.utils.data import Dataset
+
+
+def join_documents(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> np.ndarray:
+    """One token stream: every document followed by `eos_id`."""
+    n_docs = len(offsets) - 1
+    stream = np.full(len(ids) + n_docs, eos_id, dtype=ids.dtype)
+    # Document d's tokens shift right by the d EOS tokens that precede them.
+    eos_positions = offsets[1:] + np.arange(n_docs)
+    is_text = np.ones(len(stream), dtype=bool)
+    is_text[eos_positions] = False
+    stream[is_text] = ids
+    return stream
+
+
+class PackedBlocks(Dataset):
+    """Non-overlapping blocks of `block_len` tokens cut from a stream; the tail is dropped.
+
+    A block of max_seq_len + 1 tokens gives inputs block[:-1] and labels block[1:].
+    """
+
+    def __init__(self, stream: np.ndarray, block_len: int) -> None:
+        self.stream = stream
+        self.block_len = block_len
+
+    def __len__(self) -> int:
+        return len(self.stream) // self.block_len
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        start = index * self.block_len
+        return self.stream[start : start + self.block_len]
+
+
+class EncoderExamples(Dataset):
+    """Example i as [CLS] ids[:max_seq_len - 2] [SEP]."""
+
+    def __init__(
+        self, ids: np.ndarray, offsets: np.ndarray, cls_id: int, sep_id: int, max_seq_len: int
+    ) -> None:
+        if max_seq_len < 3:
+            raise ValueError(f"max_seq_len={max_seq_len} leaves no room between [CLS] and [SEP]")
+        self.ids = ids
+        self.offsets = offsets
+        self.cls_id = cls_id
+        self.sep_id = sep_id
+        self.max_seq_len = max_seq_len
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        start = self.offsets[index]
+        end = min(self.offsets[index + 1], start + self.max_seq_len - 2)
+        return np.concatenate(([self.cls_id], self.ids[start:end], [self.sep_id]))

@@ -1,0 +1,150 @@
+"""Raw corpora: the built-in CPython docs, local files, Hub datasets.
+
+Each loader returns a `DatasetDict` whose splits (any of train / validation / test) hold one
+column, "text". `source_fingerprint` names a source cheaply (no reading of its contents) so
+later stages can find their cached results without loading anything.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+import datasets
+from datasets import Dataset, DatasetDict, load_dataset
+
+from data.cache import cache_root
+from data.config import DataConfig
+from data.hub import hub_unavailable_reason
+
+# File extension -> the `datasets` packaged builder that reads it.
+FILE_BUILDERS = {
+    ".txt": "text",
+    ".text": "text",
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
+SPLITS = ("train", "validation", "test")
+
+
+def load_raw(cfg: DataConfig) -> DatasetDict:
+    """Load the configured source as a DatasetDict of "text" columns (standard split names)."""
+    if cfg.source == "builtin":
+        return DatasetDict({"train": Dataset.from_dict({"text": builtin_documents()})})
+    if cfg.source == "files":
+        return _load_files(cfg)
+    return _load_hub(cfg)
+
+
+def source_fingerprint(cfg: DataConfig) -> list[object]:
+    """What identifies the source's content, without reading it.
+
+    Files are named by path, size and mtime; the built-in corpus by the Python build; Hub
+    datasets by name and config only (delete the cache directory to pick up a new revision).
+    """
+    if cfg.source == "builtin":
+        return ["builtin", sys.version]
+    if cfg.source == "files":
+        files = resolve_files(cfg.path or "")
+        stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+        return ["files", stats, cfg.text_column]
+    return ["hub", cfg.name, cfg.config_name, cfg.text_column]
+
+
+def builtin_documents() -> list[str]:
+    """CPython's reference documentation (one document per topic), shipped with every install."""
+    from pydoc_data.topics import topics
+
+    return [topics[key] for key in sorted(topics)]
+
+
+def resolve_files(path: str) -> list[Path]:
+    """A file, a directory (searched recursively) or a glob -> sorted files of one format."""
+    target = Path(path).expanduser()
+    if target.is_file():
+        files = [target]
+    elif target.is_dir():
+        files = sorted(f for f in target.rglob("*") if f.is_file() and _supported(f))
+    elif glob.has_magic(path):
+        files = sorted(Path(f) for f in glob.glob(os.path.expanduser(path), recursive=True))
+        files = [f for f in files if f.is_file()]
+    else:
+        raise FileNotFoundError(f"data.path={path!r}: no such file or directory")
+    if not files:
+        raise FileNotFoundError(
+            f"data.path={path!r} matches no data files; expected {sorted(FILE_BUILDERS)} files"
+        )
+    unsupported = [str(f) for f in files if not _supported(f)]
+    if unsupported:
+        raise ValueError(
+            f"data.path={path!r}: unsupported file type(s) {unsupported[:3]}; "
+            f"supported extensions: {sorted(FILE_BUILDERS)}"
+        )
+    builders = {FILE_BUILDERS[f.suffix.lower()] for f in files}
+    if len(builders) > 1:
+        raise ValueError(
+            f"data.path={path!r} mixes formats {sorted(builders)}; point it at files of one format"
+        )
+    return files
+
+
+def _supported(file: Path) -> bool:
+    return file.suffix.lower() in FILE_BUILDERS
+
+
+def _load_files(cfg: DataConfig) -> DatasetDict:
+    files = resolve_files(cfg.path or "")
+    builder = FILE_BUILDERS[files[0].suffix.lower()]
+    options = {}
+    if builder == "text":
+        # The text builder names its column "text" and can cut examples itself.
+        options["sample_by"] = cfg.example_unit
+    raw = load_dataset(
+        builder,
+        data_files=[str(f) for f in files],
+        cache_dir=str(cache_root(cfg) / "hf"),
+        **options,
+    )
+    column = "text" if builder == "text" else cfg.text_column
+    return _text_only(raw, column, f"data.path={cfg.path!r}")
+
+
+def _load_hub(cfg: DataConfig) -> DatasetDict:
+    what = cfg.name if cfg.config_name is None else f"{cfg.name} ({cfg.config_name})"
+    hint = (
+        f"cannot load Hub dataset {what}: the Hugging Face Hub is {{why}}. Download its files "
+        "elsewhere and use them locally with `data=text data.path=FILE_DIR_OR_GLOB` "
+        "(.txt/.json/.jsonl/.csv/.parquet), or, if it is already in the Hugging Face cache "
+        "under the data cache directory, set HF_DATASETS_OFFLINE=1 before starting."
+    )
+    # With offline mode on at import, `datasets` reads its cache without the network;
+    # otherwise it would retry an unreachable Hub for minutes, so decide up front.
+    if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
+        raise ConnectionError(hint.format(why=why))
+    try:
+        raw = load_dataset(cfg.name, cfg.config_name, cache_dir=str(cache_root(cfg) / "hf"))
+    except ConnectionError as err:
+        raise ConnectionError(hint.format(why=f"not usable ({err})")) from err
+    return _text_only(raw, cfg.text_column, f"Hub dataset {what}")
+
+
+def _text_only(raw: DatasetDict, column: str, what: str) -> DatasetDict:
+    """Keep the standard splits and only the text column, renamed to "text"."""
+    if "train" not in raw:
+        raise ValueError(f"{what} has no 'train' split; its splits are {list(raw)}")
+    columns = raw["train"].column_names
+    if column not in columns:
+        raise ValueError(
+            f"data.text_column={column!r} is not a column of {what}; its columns are {columns}. "
+            "Pass data.text_column=NAME"
+        )
+    kept = {}
+    for split in SPLITS:
+        if split in raw:
+            ds = raw[split].select_columns([column])
+            kept[split] = ds.rename_column(column, "text") if column != "text" else ds
+    return DatasetDict(kept)
