@@ -38,8 +38,8 @@ class MLMCollator:
         seed: int = 0,
         pad_to_multiple_of: int = 8,
     ) -> None:
-        self.pad_id = specials.pad
-        self.mask_id = specials.mask
+        self.pad_id = specials.pad_id
+        self.mask_id = specials.mask_id
         self.special_ids = torch.tensor(specials.all_ids)
         is_regular = torch.ones(vocab_size, dtype=torch.bool)
         is_regular[self.special_ids] = False

@@ -20,7 +20,8 @@ from data.tokenizer import (
     SpecialTokens,
     cached_trained_tokenizer,
     load_tokenizer,
-    special_tokens,
+    special_tokens_of,
+    tokenizer_from_json,
 )
 
 ARCHS = ("decoder", "encoder")
@@ -37,11 +38,16 @@ class Prepared:
     specials: SpecialTokens
 
 
-def prepare(cfg: DataConfig, arch: str) -> Prepared:
-    """Load the corpus, get the tokenizer, tokenize; each step reads its cache when it can."""
+def prepare(cfg: DataConfig, arch: str, tokenizer_json: str | None = None) -> Prepared:
+    """Load the corpus, get the tokenizer, tokenize; each step reads its cache when it can.
+
+    `tokenizer_json` (a checkpoint's tokenizer) takes precedence over `cfg.tokenizer`.
+    """
     corpus, corpus_key = load_corpus(cfg)
     spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
-    if spec in TOKENIZER_KINDS:
+    if tokenizer_json is not None:
+        tokenizer = tokenizer_from_json(tokenizer_json)
+    elif spec in TOKENIZER_KINDS:
         tokenizer = cached_trained_tokenizer(
             spec,
             (batch["text"] for batch in corpus["train"].iter(batch_size=1000)),
@@ -51,7 +57,7 @@ def prepare(cfg: DataConfig, arch: str) -> Prepared:
         )
     else:
         tokenizer = load_tokenizer(spec)
-    specials = special_tokens(tokenizer)
+    specials = special_tokens_of(tokenizer)
     tokenized = tokenize_corpus(corpus, tokenizer, corpus_key, cfg.num_proc)
     return Prepared(corpus, tokenized, tokenizer, specials)
 
@@ -66,7 +72,14 @@ class LMDataModule(L.LightningDataModule):
     `chars_per_token` are available for the model config and bits-per-character metrics.
     """
 
-    def __init__(self, cfg: DataConfig, arch: str, max_seq_len: int, seed: int = 0) -> None:
+    def __init__(
+        self,
+        cfg: DataConfig,
+        arch: str,
+        max_seq_len: int,
+        seed: int = 0,
+        tokenizer_json: str | None = None,
+    ) -> None:
         super().__init__()
         if arch not in ARCHS:
             raise ValueError(f"arch={arch!r} is not valid; choose one of {list(ARCHS)}")
@@ -76,17 +89,18 @@ class LMDataModule(L.LightningDataModule):
         self.arch = arch
         self.max_seq_len = max_seq_len
         self.seed = seed
+        self.tokenizer_json = tokenizer_json  # resume / eval: the checkpoint's tokenizer
         self._prepared: Prepared | None = None
         self._splits: dict[str, Dataset] = {}
 
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node: the expensive work (tokenizer
         # training, tokenization) happens here and leaves its results in the cache.
-        self._prepared = prepare(self.cfg, self.arch)
+        self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json)
 
     def setup(self, stage: str | None = None) -> None:
         if self._prepared is None:  # another rank prepared; everything is a cache hit now
-            self._prepared = prepare(self.cfg, self.arch)
+            self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json)
         if not self._splits:
             self._splits = {split: self._examples(split) for split in self._prepared.tokenized}
 
@@ -94,8 +108,8 @@ class LMDataModule(L.LightningDataModule):
         ids, offsets = token_arrays(self.prepared.tokenized[split])
         specials = self.prepared.specials
         if self.arch == "decoder":
-            return PackedBlocks(join_documents(ids, offsets, specials.eos), self.max_seq_len + 1)
-        return EncoderExamples(ids, offsets, specials.cls, specials.sep, self.max_seq_len)
+            return PackedBlocks(join_documents(ids, offsets, specials.eos_id), self.max_seq_len + 1)
+        return EncoderExamples(ids, offsets, specials.cls_id, specials.sep_id, self.max_seq_len)
 
     @property
     def prepared(self) -> Prepared:
@@ -113,23 +127,23 @@ class LMDataModule(L.LightningDataModule):
 
     @property
     def pad_token_id(self) -> int:
-        return self.prepared.specials.pad
+        return self.prepared.specials.pad_id
 
     @property
     def eos_token_id(self) -> int:
-        return self.prepared.specials.eos
+        return self.prepared.specials.eos_id
 
     @property
     def mask_token_id(self) -> int:
-        return self.prepared.specials.mask
+        return self.prepared.specials.mask_id
 
     @property
     def cls_token_id(self) -> int:
-        return self.prepared.specials.cls
+        return self.prepared.specials.cls_id
 
     @property
     def sep_token_id(self) -> int:
-        return self.prepared.specials.sep
+        return self.prepared.specials.sep_id
 
     @property
     def chars_per_token(self) -> dict[str, float]:

@@ -35,27 +35,34 @@ TOKENIZER_FILE = "tokenizer.json"
 
 @dataclass(frozen=True)
 class SpecialTokens:
-    """Ids of the special roles, plus every special id (never a masking target)."""
+    """The special roles of a tokenizer: the tokens (e.g. eos="<|endoftext|>") and their ids,
+    plus every special id (none of them is ever a masking target)."""
 
-    pad: int
-    eos: int
-    cls: int
-    sep: int
-    mask: int
+    pad: str
+    eos: str
+    cls: str
+    sep: str
+    mask: str
+    pad_id: int
+    eos_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
     all_ids: tuple[int, ...]
 
 
-def special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
-    """The tokenizer's special ids; raises if a role is missing (see `ensure_special_tokens`)."""
-    ids = {}
+def special_tokens_of(tokenizer: Tokenizer) -> SpecialTokens:
+    """The tokenizer's special roles; raises if one is missing (see `ensure_special_tokens`)."""
+    tokens, ids = {}, {}
     for role, names in ROLE_NAMES.items():
-        found = [i for i in map(tokenizer.token_to_id, names) if i is not None]
+        found = [name for name in names if tokenizer.token_to_id(name) is not None]
         if not found:
             raise ValueError(f"tokenizer has no {role} token (looked for {list(names)})")
-        ids[role] = found[0]
+        tokens[role] = found[0]
+        ids[f"{role}_id"] = tokenizer.token_to_id(found[0])
     added = tokenizer.get_added_tokens_decoder()
     all_ids = sorted({i for i, token in added.items() if token.special} | set(ids.values()))
-    return SpecialTokens(**ids, all_ids=tuple(all_ids))
+    return SpecialTokens(**tokens, **ids, all_ids=tuple(all_ids))
 
 
 def ensure_special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
@@ -63,7 +70,7 @@ def ensure_special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
     for names in ROLE_NAMES.values():
         if all(tokenizer.token_to_id(name) is None for name in names):
             tokenizer.add_special_tokens([names[0]])
-    return special_tokens(tokenizer)
+    return special_tokens_of(tokenizer)
 
 
 def train_tokenizer(kind: str, texts: Iterable[list[str]], vocab_size: int) -> Tokenizer:
@@ -146,7 +153,7 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
 def tokenizer_from_json(text: str) -> Tokenizer:
     """Rebuild a tokenizer from `Tokenizer.to_str()` output (what checkpoints carry)."""
     tokenizer = Tokenizer.from_str(text)
-    special_tokens(tokenizer)  # fail now, not at the first batch, if a role is missing
+    special_tokens_of(tokenizer)  # fail now, not at the first batch, if a role is missing
     return tokenizer
 
 
