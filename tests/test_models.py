@@ -115,15 +115,15 @@ def test_model_class_must_match_arch() -> None:
 
 def expected_parameters(cfg: ModelConfig, exclude_embeddings: bool = False) -> int:
     """Hand count of the architecture described in models/transformer.py."""
-    C, V, T, L, I = (cfg.hidden_size, cfg.vocab_size, cfg.max_seq_len, cfg.num_layers,
-                     cfg.mlp_size)
+    C, V, T, L = cfg.hidden_size, cfg.vocab_size, cfg.max_seq_len, cfg.num_layers
+    mlp_width = cfg.mlp_size
     layer_norm = 2 * C
     token = V * C
     position = T * C if cfg.position == "learned" else 0  # sinusoidal is a buffer
     token_type = cfg.type_vocab_size * C
     embeddings = token + position + token_type + (layer_norm if cfg.norm == "post" else 0)
     attention = C * 3 * C + (3 * C if cfg.qkv_bias else 0) + C * C + C  # qkv + out_proj
-    mlp = C * I + I + I * C + C
+    mlp = C * mlp_width + mlp_width + mlp_width * C + C
     block = attention + mlp + 2 * layer_norm
     final_norm = layer_norm if cfg.norm == "pre" else 0
     untied_projection = 0 if cfg.tie_embeddings else V * C
