@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,9 @@ POSITIONS = ("learned", "sinusoidal")
 class ModelConfig:
     """Hyperparameters of an ``Encoder`` (BERT-style) or ``Decoder`` (GPT-style).
 
-    vocab_size: tokenizer vocabulary size (required; the YAML leaves it null for the app).
+    vocab_size: tokenizer vocabulary size. A required key, but None is accepted so that a YAML
+        config (where it is null) can be validated before the tokenizer exists; building a
+        model needs the number.
     arch: "encoder" (bidirectional, MLM head) or "decoder" (causal, LM head).
     max_seq_len: longest sequence the position embeddings cover.
     hidden_size, num_layers, num_heads: width C, depth L and head count H (C % H == 0).
@@ -40,7 +43,7 @@ class ModelConfig:
     pad_token_id: the tokenizer's padding id; ``Decoder.generate`` writes it after EOS.
     """
 
-    vocab_size: int
+    vocab_size: int | None
     arch: str = "decoder"
     max_seq_len: int = 128
     hidden_size: int = 128
@@ -69,7 +72,7 @@ class ModelConfig:
                 )
         for name in ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads"):
             value = getattr(self, name)
-            if value <= 0:
+            if value is not None and value <= 0:
                 raise ValueError(f"{name}={value} must be a positive integer")
         if self.intermediate_size is not None and self.intermediate_size <= 0:
             raise ValueError(
@@ -97,7 +100,9 @@ class ModelConfig:
             )
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0, e.g. 1e-5")
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+        # Without a vocabulary yet (None), only the lower bound can be checked.
+        vocab_end = math.inf if self.vocab_size is None else self.vocab_size
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < vocab_end:
             raise ValueError(
                 f"pad_token_id={self.pad_token_id} is outside the vocabulary "
                 f"[0, vocab_size={self.vocab_size})"
@@ -115,8 +120,7 @@ class ModelConfig:
             if value is None:
                 if "None" in field.type:
                     continue
-                hint = " from the tokenizer's vocabulary" if field.name == "vocab_size" else ""
-                raise ValueError(f"{field.name} is None; expected {expected}{hint}")
+                raise ValueError(f"{field.name} is None; expected {expected}")
             if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, field.name, float(value))
                 continue

@@ -217,6 +217,11 @@ class TransformerBase(nn.Module):
                 f"{type(self).__name__} needs arch={self.arch!r}, got arch={cfg.arch!r}; "
                 "use build_model(cfg) to pick the class from the config"
             )
+        if cfg.vocab_size is None:
+            raise ValueError(
+                "vocab_size is None; fill it in from the tokenizer (its vocabulary size) "
+                "before building the model"
+            )
         self.config = cfg
         self.embeddings = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg, causal=self.causal) for _ in range(cfg.num_layers))

@@ -51,7 +51,8 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
         ({"norm": "sandwich"}, "norm='sandwich' is unknown; choose one of: pre, post"),
         ({"position": "rope"}, "position='rope' is unknown; choose one of: learned, sinusoidal"),
         ({"vocab_size": 0}, "vocab_size=0 must be a positive integer"),
-        ({"vocab_size": None}, "vocab_size is None; expected int"),
+        ({"pad_token_id": -1}, "pad_token_id=-1 is outside the vocabulary"),
+        ({"layer_norm_eps": None}, "layer_norm_eps is None; expected float"),
         ({"max_seq_len": -4}, "max_seq_len=-4 must be a positive integer"),
         ({"hidden_size": 0}, "hidden_size=0 must be a positive integer"),
         ({"num_layers": 0}, "num_layers=0 must be a positive integer"),
@@ -102,6 +103,13 @@ def test_resolved_dropouts() -> None:
     assert (cfg.attn_dropout_p, cfg.resid_dropout_p, cfg.embd_dropout_p) == (0.0, 0.1, 0.3)
     assert cfg.mlp_size == 4 * cfg.hidden_size
     assert tiny_config(intermediate_size=48).mlp_size == 48
+
+
+def test_vocab_size_may_wait_for_the_tokenizer() -> None:
+    cfg = tiny_config(vocab_size=None, pad_token_id=3)  # a YAML config validated early
+    with pytest.raises(ValueError, match="vocab_size is None; fill it in from the tokenizer"):
+        build_model(cfg)
+    build_model(ModelConfig.from_dict(cfg.to_dict() | {"vocab_size": VOCAB}))
 
 
 def test_model_class_must_match_arch() -> None:
