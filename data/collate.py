@@ -65,19 +65,17 @@ class MLMCollator:
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(masked input_ids, labels) for a padded batch [B, T]."""
-        generator = torch.Generator().manual_seed(self._batch_seed(input_ids))
+        # numpy's SeedSequence mixes (seed, content) fully; torch's CPU generator would keep
+        # only 32 bits of a combined seed.
+        rng = np.random.default_rng([self.seed, zlib.crc32(input_ids.numpy().tobytes())])
         shape = input_ids.shape
         maskable = attention_mask.bool() & ~torch.isin(input_ids, self.special_ids)
-        selected = maskable & (torch.rand(shape, generator=generator) < self.mlm_probability)
+        selected = maskable & torch.from_numpy(rng.random(shape) < self.mlm_probability)
         labels = torch.where(selected, input_ids, IGNORE_INDEX)
-        action = torch.rand(shape, generator=generator)
+        action = torch.from_numpy(rng.random(shape))
         random_ids = self.regular_ids[
-            torch.randint(len(self.regular_ids), shape, generator=generator)
+            torch.from_numpy(rng.integers(len(self.regular_ids), size=shape))
         ]
         masked = torch.where(selected & (action < 0.8), self.mask_id, input_ids)
         masked = torch.where(selected & (action >= 0.8) & (action < 0.9), random_ids, masked)
         return masked, labels
-
-    def _batch_seed(self, input_ids: torch.Tensor) -> int:
-        content = zlib.crc32(input_ids.numpy().tobytes())
-        return ((self.seed << 32) | content) % 2**63
