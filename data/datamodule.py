@@ -155,18 +155,19 @@ class LMDataModule(L.LightningDataModule):
         }
 
     def train_dataloader(self) -> ResumableDataLoader:
-        dataset = self._split("train")
+        dataset = self.dataset("train")
         return ResumableDataLoader(
             dataset, sampler=ResumableSampler(dataset, seed=self.seed), **self._loader_options()
         )
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self._split("validation"), **self._loader_options())
+        return DataLoader(self.dataset("validation"), **self._loader_options())
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self._split("test"), **self._loader_options())
+        return DataLoader(self.dataset("test"), **self._loader_options())
 
-    def _split(self, split: str) -> Dataset:
+    def dataset(self, split: str) -> Dataset:
+        """The split's examples: PackedBlocks (decoder) or EncoderExamples (encoder)."""
         if not self._splits:
             raise RuntimeError("call prepare_data() and setup() before asking for loaders")
         return self._splits[split]

@@ -22,10 +22,11 @@ import data.tokenize
 import data.tokenizer
 from data.collate import IGNORE_INDEX, MLMCollator
 from data.config import DataConfig
-from data.corpus import load_corpus
+from data.corpus import load_corpus, split_units
 from data.datamodule import LMDataModule
 from data.examples import join_documents
 from data.sampler import ResumableDataLoader, ResumableSampler
+from data.sources import builtin_documents
 from data.tokenizer import (
     EOS_TOKEN,
     SpecialTokens,
@@ -151,16 +152,14 @@ def test_example_unit_line_cuts_lines(tmp_path: Path) -> None:
 
 
 def test_builtin_corpus_loads_offline_and_splits_deterministically(tmp_path: Path) -> None:
-    from pydoc_data.topics import topics
-
     corpus, key = load_corpus(DataConfig(cache_dir=str(tmp_path / "one")))
     again, key_again = load_corpus(DataConfig(cache_dir=str(tmp_path / "two")))
     assert key == key_again
     for split in ("train", "validation", "test"):
         assert corpus[split]["text"] == again[split]["text"]
     texts = all_texts(corpus)
-    assert len(texts) == len(set(texts)) or len(texts) > 2000  # a few repeated paragraphs exist
-    assert sum(map(len, texts)) > 0.95 * sum(map(len, topics.values())) * 0.98
+    paragraphs = split_units({"text": builtin_documents()}, "paragraph")["text"]
+    assert sorted(texts) == sorted(paragraphs) and sum(map(len, texts)) > 400_000
     assert len(corpus["validation"]) == round(len(texts) * 0.05)
     other, _ = load_corpus(DataConfig(cache_dir=str(tmp_path / "three"), split_seed=99))
     assert other["validation"]["text"] != corpus["validation"]["text"]
@@ -291,7 +290,7 @@ def test_decoder_blocks_cover_every_token_once_and_shift_labels(tmp_path: Path) 
     expected = []
     for text in train.corpus["train"]["text"]:
         expected += tokenizer.encode(text).ids + [eos]
-    blocks = dm._split("train")
+    blocks = dm.dataset("train")
     assert len(blocks) == len(expected) // 17 and len(blocks) > 10
     loaded = [row for batch in dm.train_dataloader() for row in _blocks_of(batch)]
     assert len(loaded) == len(blocks)
@@ -544,7 +543,7 @@ def test_lightning_resume_continues_at_the_same_batch(tmp_path: Path) -> None:
     ckpt = next((tmp_path / "part").glob("*step=7.ckpt"))
     rest = _fit(ready(cfg, max_seq_len=16), 18, tmp_path / "rest", str(ckpt)).seen
     epochs, steps = divmod(18, per_epoch)
-    assert len(full) == epochs * len(dm._split("train")) + steps * 16
+    assert len(full) == epochs * len(dm.dataset("train")) + steps * 16
     assert first + rest == full
 
 
