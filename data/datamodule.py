@@ -154,8 +154,11 @@ class LMDataModule(L.LightningDataModule):
             for split in prepared.tokenized
         }
 
-    def train_dataloader(self) -> ResumableDataLoader:
+    def train_dataloader(self) -> DataLoader:
         dataset = self.dataset("train")
+        if self.trainer is not None and self.trainer.overfit_batches > 0:
+            # Lightning rebuilds the loader around a sequential sampler: nothing to resume.
+            return DataLoader(dataset, **self._loader_options())
         return ResumableDataLoader(
             dataset, sampler=ResumableSampler(dataset, seed=self.seed), **self._loader_options()
         )

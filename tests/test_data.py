@@ -591,3 +591,15 @@ def test_bad_files_are_rejected_before_any_work(tmp_path: Path) -> None:
 def test_unknown_architecture_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"arch='gpt'.*\['decoder', 'encoder'\]"):
         LMDataModule(small_cfg(tmp_path), arch="gpt", max_seq_len=16)
+
+
+def test_overfit_batches_gets_a_plain_sequential_loader(tmp_path: Path) -> None:
+    dm = ready(small_cfg(tmp_path))
+    model = Recorder()
+    trainer = L.Trainer(
+        max_steps=4, overfit_batches=2, accelerator="cpu", logger=False,
+        enable_progress_bar=False, enable_checkpointing=False, limit_val_batches=0,
+    )  # fmt: skip
+    trainer.fit(model, datamodule=dm)
+    first_two = [int(dm.dataset("train")[i][0]) for i in range(8)]  # batch_size 4
+    assert model.seen == first_two + first_two  # the same two batches, in order, twice
