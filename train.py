@@ -336,10 +336,12 @@ def generate(settings: Settings) -> dict[str, Any]:
 def _generate_text(model, tokenizer, settings: Settings, prompt: str) -> str:
     import torch
 
+    from data.tokenizer import special_tokens_of
+
     run = settings.run
     ids = tokenizer.encode(prompt).ids if prompt else []
     if not ids:  # an empty prompt starts a fresh document
-        ids = [tokenizer.token_to_id(_eos_token(tokenizer))]
+        ids = [special_tokens_of(tokenizer).eos_id]
     generator = torch.Generator().manual_seed(run.seed)
     out = model.generate(
         torch.tensor([ids]), max_new_tokens=run.max_new_tokens, temperature=run.temperature,
@@ -347,12 +349,6 @@ def _generate_text(model, tokenizer, settings: Settings, prompt: str) -> str:
         eos_token_id=None,
     )
     return tokenizer.decode(out[0].tolist(), skip_special_tokens=True)
-
-
-def _eos_token(tokenizer) -> str:
-    from data.tokenizer import special_tokens_of
-
-    return special_tokens_of(tokenizer).eos
 
 
 def _fill_mask_text(model, tokenizer, prompt: str | None) -> str:
@@ -366,13 +362,14 @@ def _fill_mask_text(model, tokenizer, prompt: str | None) -> str:
             f"prompt={prompt!r} has no {specials.mask} token to fill; an encoder fills masks, "
             f"e.g. prompt=\"The {specials.mask} is returned.\""
         )
-    ids = tokenizer.encode(prompt).ids
-    results = model.fill_mask(torch.tensor([ids]), tokenizer.token_to_id(specials.mask), top_k=5)
+    # The encoder was trained on [CLS] ... [SEP] examples; the tokenizer adds neither.
+    ids = [specials.cls_id, *tokenizer.encode(prompt).ids, specials.sep_id]
+    results = model.fill_mask(torch.tensor([ids]), specials.mask_id, top_k=5)
     lines = [prompt]
-    for position, top_ids, probs in results[0]:
+    for number, prediction in enumerate(results[0], start=1):
         guesses = ", ".join(f"{tokenizer.id_to_token(i)!r} {p:.2f}" for i, p in
-                            zip(top_ids, probs, strict=True))
-        lines.append(f"  {specials.mask} at {position}: {guesses}")
+                            zip(prediction.token_ids, prediction.probs, strict=True))
+        lines.append(f"  {specials.mask} #{number}: {guesses}")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ class TrainerConfig:
     max_steps: int = 600
     max_epochs: int = -1
     val_check_interval: Any = 200
+    check_val_every_n_epoch: int | None = None
     limit_val_batches: Any = 20
     accumulate_grad_batches: int = 1
     gradient_clip_val: float | None = 1.0

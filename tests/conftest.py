@@ -1,0 +1,68 @@
+"""Shared fixtures: offline environment, one data cache per test session, tiny configs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Tiny but real: a one-layer model on the built-in corpus, a few dozen steps.
+TINY = [
+    "logger=none",
+    "model.num_layers=1",
+    "model.hidden_size=32",
+    "model.num_heads=2",
+    "model.max_seq_len=32",
+    "data.vocab_size=300",
+    "data.batch_size=8",
+    "data.num_workers=0",
+    "trainer.max_steps=30",
+    "trainer.val_check_interval=15",
+    "trainer.limit_val_batches=4",
+    "trainer.log_every_n_steps=5",
+    "trainer.enable_progress_bar=false",
+    "optim.warmup_steps=5",
+    "optim.lr=3e-3",
+    "max_new_tokens=10",
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_environment(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No network, no account, and a data cache shared by the whole session."""
+    cache = tmp_path_factory.mktemp("tinylm-cache")
+    values = {
+        "TINYLM_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+    }
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture
+def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
+    """Compose the real config tree with the tiny overrides, writing into tmp_path/run."""
+
+    def make(*overrides: str, output_dir: Path | None = None) -> DictConfig:
+        out = output_dir or tmp_path / "run"
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return compose(
+                config_name="config", overrides=[*TINY, f"output_dir={out}", *overrides]
+            )
+
+    return make

@@ -1,0 +1,176 @@
+"""End-to-end tests of the application through ``train.run(cfg)`` and the real entry point."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, TINY
+from train import run
+
+
+def _train_losses(run_dir: Path) -> list[float]:
+    with open(run_dir / "csv" / "metrics.csv") as f:
+        return [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
+
+
+def _assert_loss_fell(run_dir: Path, by: float) -> None:
+    """Mean of the last two logged losses below the mean of the first two (batches are noisy)."""
+    losses = _train_losses(run_dir)
+    assert len(losses) >= 4, losses
+    assert sum(losses[-2:]) / 2 < sum(losses[:2]) / 2 - by, losses
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One tiny decoder run shared by the tests that need a checkpoint."""
+    from hydra import compose, initialize_config_dir
+
+    out = tmp_path_factory.mktemp("gpt") / "run"
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*TINY, "logger=csv", f"output_dir={out}"])
+    return out, run(cfg)
+
+
+def test_gpt_trains_and_writes_its_run_dir(gpt_run: tuple[Path, dict]) -> None:
+    out, metrics = gpt_run
+    _assert_loss_fell(out, by=0.3)
+    for name in ("checkpoints/best.ckpt", "checkpoints/last.ckpt", "tokenizer.json",
+                 "metrics.json"):
+        assert (out / name).is_file(), name
+    assert metrics["status"] == "completed" and metrics["step"] == 30
+    assert metrics["val_bpc"] > 0 and metrics["val_ppl"] == pytest.approx(
+        torch.exp(torch.tensor(metrics["val_loss"])).item(), rel=1e-4)
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["best_val_loss"] == pytest.approx(metrics["best_val_loss"])
+
+
+def test_checkpoint_is_self_contained_and_weights_only(gpt_run: tuple[Path, dict]) -> None:
+    out, _ = gpt_run
+    checkpoint = torch.load(out / "checkpoints/last.ckpt", weights_only=True)
+    hparams = checkpoint["hyper_parameters"]
+    assert hparams["model_config"]["arch"] == "decoder"
+    assert json.loads(hparams["tokenizer_json"])["model"]  # a full tokenizer, not a path
+
+
+def test_bert_trains(make_cfg) -> None:
+    # MLM has ~15% targets per example: a larger batch keeps the loss curve readable.
+    cfg = make_cfg("model=bert", "logger=csv", "data.batch_size=32", "trainer.max_steps=60",
+                   "trainer.val_check_interval=30")
+    metrics = run(cfg)
+    out = Path(cfg.output_dir)
+    _assert_loss_fell(out, by=0.25)
+    assert metrics["arch"] == "encoder"
+    assert 0.0 <= metrics["val_acc"] <= 1.0
+    assert (out / "checkpoints/best.ckpt").is_file()
+
+
+def test_resume_continues_at_saved_step(gpt_run: tuple[Path, dict], make_cfg) -> None:
+    out, _ = gpt_run
+    last = out / "checkpoints/last.ckpt"
+    cfg = make_cfg("logger=csv", f"ckpt_path={last}", "trainer.max_steps=40")
+    metrics = run(cfg)
+    assert metrics["step"] == 40
+    with open(Path(cfg.output_dir) / "csv" / "metrics.csv") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    assert min(steps) >= 30, steps  # nothing before the saved step was trained again
+
+
+def test_eval_writes_eval_json(gpt_run: tuple[Path, dict], make_cfg) -> None:
+    out, metrics = gpt_run
+    best = out / "checkpoints/best.ckpt"
+    result = run(make_cfg("mode=eval", f"ckpt_path={best}"))
+    row = result["results"][0]
+    assert row["split"] == "validation" and row["loss"] > 0
+    assert json.loads((best.parent / "eval.json").read_text())["loss"] == pytest.approx(row["loss"])
+    test_row = run(make_cfg("mode=eval", f"ckpt_path={best}", "data.split=test"))["results"][0]
+    assert test_row["split"] == "test" and test_row["loss"] != row["loss"]
+
+
+def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg) -> None:
+    out, _ = gpt_run
+    best = out / "checkpoints/best.ckpt"
+    text = run(make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function",
+                        "temperature=0"))["text"]
+    assert text.startswith("The function") and len(text) > len("The function")
+    again = run(make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function",
+                         "temperature=0"))["text"]
+    assert again == text  # greedy is deterministic
+    result = run(make_cfg("mode=attention", f"ckpt_path={best}", "prompt=The function"))
+    png = Path(result["png"])
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.num_heads=3"], r"valid head counts for 32: 1, 2, 4, 8, 16, 32"),
+        (["model.dropout=1.0"], r"dropout"),
+        (["+model.num_head=4"], r"num_head"),
+        (["data.batch_size=0"], r"batch_size"),
+        (["trainer.max_steps=0"], r"trainer.max_steps=0"),
+        (["trainer.precision=8"], r"trainer.precision=8"),
+        (["mode=eval"], r"needs a checkpoint"),
+        (["mode=fly"], r"mode=fly is unknown"),
+        (["top_p=1.5"], r"top_p=1.5"),
+        (["data=text", "data.path=/nonexistent/corpus.txt"], r"/nonexistent/corpus.txt"),
+    ],
+)
+def test_config_errors_name_the_key(make_cfg, overrides: list[str], message: str) -> None:
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        run(make_cfg(*overrides))
+
+
+def _train_py(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("TINYLM_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def test_bad_override_prints_a_message_not_a_traceback(tmp_path: Path) -> None:
+    proc = _train_py(*TINY, "model.num_heads=3", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "valid head counts" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = _train_py(
+        "-m", *TINY, "trainer.max_steps=10", "trainer.val_check_interval=5",
+        "model.num_heads=2,3", "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(sweep / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    by_heads = {(r["model.num_heads"], r["model.dropout"]): r for r in rows}
+    for dropout in ("0.0", "0.1"):
+        assert by_heads[("2", dropout)]["status"] == "completed"
+        assert float(by_heads[("2", dropout)]["best_val_loss"]) > 0
+        failed = by_heads[("3", dropout)]
+        assert failed["status"] == "failed" and "num_heads=3" in failed["error"]
+    assert "| run |" in (sweep / "summary.md").read_text()
+    assert (sweep / "heatmap_val_loss.png").read_bytes()[:4] == b"\x89PNG"
+    # Each run has its own directory and checkpoints.
+    assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
+
+
+def test_wandb_offline_run_touches_no_network(make_cfg, monkeypatch) -> None:
+    # An unreachable server: any attempt to go online would fail, not hang.
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
+    cfg = make_cfg("logger=wandb", "trainer.max_steps=5", "trainer.val_check_interval=5")
+    metrics = run(cfg)
+    assert metrics["status"] == "completed"
+    assert list(Path(cfg.output_dir).glob("wandb/offline-run-*")), "no offline wandb run dir"
