@@ -320,7 +320,6 @@ def _eval_data_config(trained: Any, settings: Settings) -> Any:
 
 def generate(settings: Settings) -> dict[str, Any]:
     from data.tokenizer import tokenizer_from_json
-
     from models.checkpoint import load_checkpoint
 
     loaded = load_checkpoint(settings.run.ckpt_path)
@@ -353,6 +352,7 @@ def _generate_text(model, tokenizer, settings: Settings, prompt: str) -> str:
 
 def _fill_mask_text(model, tokenizer, prompt: str | None) -> str:
     import torch
+
     from data.tokenizer import special_tokens_of
 
     specials = special_tokens_of(tokenizer)
@@ -378,8 +378,8 @@ def _fill_mask_text(model, tokenizer, prompt: str | None) -> str:
 
 def attention(settings: Settings) -> dict[str, Any]:
     import torch
-    from data.tokenizer import tokenizer_from_json
 
+    from data.tokenizer import tokenizer_from_json
     from models.checkpoint import load_checkpoint
     from models.report import plot_attention
 
