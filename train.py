@@ -7,6 +7,7 @@ file wires configs, data, task, trainer and logger together; it owns no model or
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
@@ -28,6 +29,16 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
 warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+
+
+def _quiet_lightning() -> None:
+    """One copy of Lightning's messages (Hydra's root handler would repeat them), no ads."""
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    rank_zero.addFilter(lambda record: "litlogger" not in record.getMessage())
+    logging.getLogger("lightning.pytorch").propagate = False
+
+
+_quiet_lightning()
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -151,8 +162,13 @@ def _trainer(settings: Settings, out_dir: Path, arch: str):
     callbacks = [checkpointing]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
+    kwargs = settings.trainer.trainer_kwargs()
+    if kwargs["strategy"] == "ddp" and _is_multirun():
+        # The ddp launcher re-runs this script with its command line, which under multirun
+        # would re-run the whole sweep in every child; spawned workers run just this job.
+        kwargs["strategy"] = "ddp_spawn"
     return L.Trainer(
-        **settings.trainer.trainer_kwargs(),
+        **kwargs,
         default_root_dir=out_dir,
         logger=logger or False,
         callbacks=callbacks,
@@ -219,7 +235,7 @@ def _final_report(task, dm, settings: Settings, metrics: dict[str, Any]) -> str:
             print(f"{key:>16}: {metrics[key]:.4f}")
     model = task.model.cpu().eval()
     if metrics["arch"] == "decoder":
-        sample = _generate_text(model, dm.tokenizer, settings, settings.run.prompt or "The ")
+        sample = _generate_text(model, dm.tokenizer, settings, settings.run.prompt or "The")
     else:
         sample = _fill_mask_text(model, dm.tokenizer, settings.run.prompt)
     print(f"\n--- sample ---\n{sample}\n")

@@ -19,24 +19,26 @@ PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true",
 
 @dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``."""
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``.
 
-    accelerator: str = "cpu"
-    devices: Any = 1
-    num_nodes: int = 1
-    strategy: str = "auto"
-    precision: str = "32-true"
-    max_steps: int = 600
-    max_epochs: int = -1
-    val_check_interval: Any = 200
-    check_val_every_n_epoch: int | None = None
-    limit_val_batches: Any = 20
-    accumulate_grad_batches: int = 1
-    gradient_clip_val: float | None = 1.0
-    log_every_n_steps: int = 10
-    enable_progress_bar: bool = True
-    deterministic: bool = False
-    compile: bool = False
+    No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
+
+    accelerator: str
+    devices: Any
+    num_nodes: int
+    strategy: str
+    precision: str
+    max_steps: int
+    max_epochs: int
+    val_check_interval: Any
+    check_val_every_n_epoch: int | None
+    limit_val_batches: Any
+    accumulate_grad_batches: int
+    gradient_clip_val: float | None
+    log_every_n_steps: int
+    enable_progress_bar: bool
+    deterministic: bool
+    compile: bool
 
     def __post_init__(self) -> None:
         self.precision = str(self.precision)
@@ -82,17 +84,17 @@ class LoggerConfig:
 
 @dataclass
 class RunConfig:
-    """The top-level keys: what to do and the generation options."""
+    """The top-level keys of ``conf/config.yaml``: what to do and the generation options."""
 
-    mode: str = "train"
-    seed: int = 1234
-    ckpt_path: str | None = None
-    output_dir: str = "."
-    prompt: str | None = None
-    max_new_tokens: int = 200
-    temperature: float = 0.8
-    top_k: int | None = 50
-    top_p: float | None = None
+    mode: str
+    seed: int
+    ckpt_path: str | None
+    output_dir: str
+    prompt: str | None
+    max_new_tokens: int
+    temperature: float
+    top_k: int | None
+    top_p: float | None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

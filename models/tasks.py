@@ -26,14 +26,14 @@ IGNORE_INDEX = -100
 
 @dataclass
 class OptimConfig:
-    """AdamW with linear warmup then cosine decay (the `optim` block of the config)."""
+    """AdamW with linear warmup then cosine decay: the ``optim`` block of conf/config.yaml."""
 
-    lr: float = 1e-3
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    warmup_steps: int = 50
-    min_lr_ratio: float = 0.1
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    warmup_steps: int
+    min_lr_ratio: float
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
