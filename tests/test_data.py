@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
+from hydra import compose, initialize_config_dir
 from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import OmegaConf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 import data.tokenize
@@ -175,8 +176,7 @@ def test_hub_offline_fails_fast_naming_dataset_and_local_route(
         monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
     else:  # set before import: datasets tries its cache, and fails
         monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    settings = yaml.safe_load((CONF_DATA / "wikitext2.yaml").read_text())
-    cfg = DataConfig(**{**settings, "cache_dir": str(tmp_path)})
+    cfg = DataConfig(**{**_composed_data("wikitext2"), "cache_dir": str(tmp_path)})
     started = time.perf_counter()
     with pytest.raises(ConnectionError, match=r"Salesforce/wikitext.*data=text data\.path="):
         load_corpus(cfg)
@@ -189,12 +189,19 @@ def test_hub_tokenizer_name_offline_fails_fast(monkeypatch: pytest.MonkeyPatch) 
         load_tokenizer("openai-community/gpt2")
 
 
+def _composed_data(name: str) -> dict:
+    """The `data` group as Hydra composes it (the other data configs extend builtin.yaml)."""
+    with initialize_config_dir(config_dir=str(CONF_DATA.parent), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"data={name}"])
+    return OmegaConf.to_container(cfg.data, resolve=True)
+
+
 def test_data_yamls_list_exactly_the_config_fields() -> None:
     fields = {f.name for f in dataclasses.fields(DataConfig)}
     files = sorted(CONF_DATA.glob("*.yaml"))
     assert {f.stem for f in files} >= {"builtin", "text", "wikitext2", "tinystories"}
     for file in files:
-        settings = yaml.safe_load(file.read_text())
+        settings = _composed_data(file.stem)
         assert set(settings) == fields, file.name
         if settings["source"] == "files":
             settings["path"] = "corpus.txt"
