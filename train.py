@@ -44,8 +44,28 @@ _quiet_lightning()
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Run the job ``cfg.mode`` describes and return its metrics."""
     settings = parse_settings(cfg)
-    job = {"train": train, "eval": evaluate, "generate": generate, "attention": attention}
+    job = {"train": train, "eval": evaluate, "generate": generate, "attention": attention,
+           "export": export}
     return job[settings.run.mode](settings)
+
+
+class Interrupted(Exception):
+    """Training stopped on SIGINT/SIGTERM; ``exit_code`` is the shell's 128 + signal."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+# Extra Lightning callbacks for every training run (tests add fault injectors here).
+EXTRA_CALLBACKS: list[Any] = []
+
+
+def _global_rank() -> int:
+    """This process's rank, known before the Trainer exists (DDP children, SLURM tasks)."""
+    from lightning.fabric.utilities.rank_zero import _get_rank
+
+    return _get_rank() or 0
 
 
 # --------------------------------------------------------------------------- train
@@ -60,15 +80,21 @@ def train(settings: Settings) -> dict[str, Any]:
     from models.tasks import task_class
 
     out_dir = Path(settings.run.output_dir)
-    L.seed_everything(settings.run.seed, workers=True, verbose=False)
     resume = settings.run.ckpt_path
+    if _is_multirun():
+        done, resume = _sweep_job_state(out_dir, resume)
+        if done is not None:
+            return done
+    L.seed_everything(settings.run.seed, workers=True, verbose=False)
     resumed_hparams = read_checkpoint(resume)["hyper_parameters"] if resume else None
+    if resumed_hparams:
+        _check_same_model(resume, resumed_hparams["model_config"], settings.model)
     tokenizer_json = resumed_hparams["tokenizer_json"] if resumed_hparams else None
+    _check_data_files(settings.data)
 
     arch = settings.model["arch"]
     dm = _datamodule(settings, arch, settings.model["max_seq_len"], tokenizer_json)
-    dm.prepare_data()
-    dm.setup("fit")
+    _prepare(dm, settings.data, "fit")
     model_config = ModelConfig.from_dict(_model_dict(settings.model, dm))
     total_steps = _total_steps(settings, dm)
     task = task_class(arch)(
@@ -84,17 +110,21 @@ def train(settings: Settings) -> dict[str, Any]:
             f"ckpt_path={resume} was trained with another model config; resume with the "
             "same model.* settings, or start a new run without ckpt_path"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    dm.tokenizer.save(str(out_dir / "tokenizer.json"))
     params = model_config_summary(task)
-    print(f"tinylm: {arch} with {params['params']:,} parameters "
-          f"({params['params_with_embeddings']:,} with embeddings), run dir {out_dir}")
+    if _global_rank() == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        dm.tokenizer.save(str(out_dir / "tokenizer.json"))
+        print(f"tinylm: {arch} with {params['params']:,} parameters "
+              f"({params['params_with_embeddings']:,} with embeddings), run dir {out_dir}")
 
     trainer = _trainer(settings, out_dir, arch)
     if settings.trainer.compile:
         task.model.compile()
     started = time.perf_counter()
-    trainer.fit(task, datamodule=dm, ckpt_path=resume, weights_only=True)
+    _fit(trainer, task, dm, resume, out_dir)
+    if "val/loss" not in trainer.callback_metrics:
+        # Resumed from a checkpoint taken at the last step: nothing was left to train.
+        trainer.validate(task, datamodule=dm, verbose=False)
     train_seconds = time.perf_counter() - started
 
     checkpointing = trainer.checkpoint_callback
@@ -121,6 +151,102 @@ def train(settings: Settings) -> dict[str, Any]:
         metrics["sample"] = _final_report(task, dm, settings, metrics)
     _finish_logger(trainer)
     return metrics
+
+
+def _fit(trainer, task, dm, resume: str | None, out_dir: Path) -> None:
+    """``trainer.fit``; on SIGINT/SIGTERM a resumable checkpoint is saved and ``Interrupted``
+    raised (one line for the user, exit code 130/143)."""
+    import signal
+
+    from models.report import write_metrics
+    from models.tasks import SaveOnInterrupt
+
+    guard = next(c for c in trainer.callbacks if isinstance(c, SaveOnInterrupt))
+    try:
+        trainer.fit(task, datamodule=dm, ckpt_path=resume, weights_only=True)
+    except (SystemExit, KeyboardInterrupt) as err:
+        # Lightning ends an interrupted fit with SystemExit: SIGTERMException after a
+        # signal, sys.exit(1) after a KeyboardInterrupt (our second Ctrl-C).
+        signum = guard.signal or signal.SIGINT
+        name = signal.Signals(signum).name
+        if guard.saved is None:
+            raise Interrupted(
+                f"training interrupted by {name} (twice) and stopped at once, without saving; "
+                f"the last regular checkpoint is in {out_dir / 'checkpoints'}", signum,
+            ) from err
+        resume_hint = f"python train.py ckpt_path={guard.saved}"
+        if trainer.is_global_zero:
+            write_metrics(out_dir, {"status": "interrupted", "step": guard.step,
+                                    "resume_ckpt": str(guard.saved),
+                                    "overrides": cli_overrides()})
+        raise Interrupted(
+            f"training interrupted by {name} at step {guard.step}; saved {guard.saved}. "
+            f"Resume with: {resume_hint} (plus the same settings)", signum,
+        ) from err
+
+
+def _sweep_job_state(out_dir: Path, resume: str | None) -> tuple[dict | None, str | None]:
+    """A sweep job re-run in the same sweep directory: skip it when it completed (returning
+    its stored metrics), resume it from checkpoints/last.ckpt when it got that far."""
+    from models.report import read_metrics
+
+    stored = read_metrics(out_dir)
+    if stored and stored.get("status") == "completed":
+        print(f"tinylm: {out_dir} already completed, skipping it (delete its metrics.json to "
+              "train it again)")
+        return stored, resume
+    last = out_dir / "checkpoints" / "last.ckpt"
+    if resume is None and last.is_file():
+        print(f"tinylm: resuming the unfinished job in {out_dir} from {last}")
+        return None, str(last)
+    return None, resume
+
+
+def _check_same_model(ckpt: str, trained: dict[str, Any], requested: dict[str, Any]) -> None:
+    """Resuming needs the model of the checkpoint: say which keys differ, before any data."""
+    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
+    differ = [k for k in requested if k not in filled and trained.get(k) != requested[k]]
+    if not differ:
+        return
+    if "arch" in differ:
+        raise ValueError(
+            f"ckpt_path={ckpt} holds a {trained['arch']} but the model config builds a "
+            f"{requested['arch']} (model={'gpt' if trained['arch'] == 'decoder' else 'bert'} "
+            "matches it); resume with the checkpoint's model, or start a new run without "
+            "ckpt_path"
+        )
+    pairs = ", ".join(f"model.{k}={requested[k]} (checkpoint: {trained.get(k)})" for k in differ)
+    raise ValueError(
+        f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
+        "checkpoint's model.* settings, or start a new run without ckpt_path"
+    )
+
+
+def _check_data_files(data) -> None:
+    """An empty data file is named before the datasets library trips over it."""
+    if data.source != "files" or not data.path:
+        return
+    path = Path(data.path).expanduser()
+    if path.is_file() and path.stat().st_size == 0:
+        raise ValueError(
+            f"data.path={data.path} is an empty file: the corpus has no text. Point data.path "
+            "at a file (or directory, or glob) with text in it"
+        )
+
+
+def _prepare(dm, data, stage: str) -> None:
+    """``prepare_data`` and ``setup``, with the datasets library's errors made readable."""
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        dm.prepare_data()
+    except DatasetGenerationError as err:
+        cause = err.__cause__ or err.__context__
+        raise ValueError(
+            f"cannot read the corpus data.path={data.path}: {cause or err}. An empty file "
+            "or one without a single record does this; check the file and data.text_column"
+        ) from None
+    dm.setup(stage)
 
 
 def _datamodule(settings: Settings, arch: str, max_seq_len: int, tokenizer_json: str | None):
@@ -158,8 +284,11 @@ def _trainer(settings: Settings, out_dir: Path, arch: str):
         dirpath=out_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
         save_top_k=1, save_last=True, auto_insert_metric_name=False,
     )
+    from models.tasks import AtomicCheckpointIO, SaveOnInterrupt
+
     logger = _logger(settings, out_dir)
-    callbacks = [checkpointing]
+    callbacks = [checkpointing, SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
+                 *EXTRA_CALLBACKS]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     kwargs = settings.trainer.trainer_kwargs()
@@ -172,6 +301,7 @@ def _trainer(settings: Settings, out_dir: Path, arch: str):
         default_root_dir=out_dir,
         logger=logger or False,
         callbacks=callbacks,
+        plugins=[AtomicCheckpointIO()],
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
@@ -250,6 +380,7 @@ def evaluate(settings: Settings) -> dict[str, Any]:
 
     target = Path(settings.run.ckpt_path)
     checkpoints = _checkpoints_to_evaluate(target)
+    _check_no_model_overrides(settings, checkpoints[0])
     rows = [_evaluate_one(ckpt, settings) for ckpt in checkpoints]
     columns = ["checkpoint", "arch", "split", "loss", "ppl", "bpc", "acc", "step"]
     table = markdown_table(columns, [{c: _cell(r.get(c)) for c in columns} for r in rows])
@@ -298,8 +429,7 @@ def _evaluate_one(ckpt: Path, settings: Settings) -> dict[str, Any]:
     data_config = _eval_data_config(DataConfig(**hparams["data_config"]), settings)
     dm = _datamodule(replace(settings, data=data_config), arch,
                      hparams["model_config"]["max_seq_len"], hparams["tokenizer_json"])
-    dm.prepare_data()
-    dm.setup("validate" if data_config.split == "validation" else "test")
+    _prepare(dm, data_config, "validate" if data_config.split == "validation" else "test")
     task = task_class(arch)(**hparams)
     task.load_state_dict(checkpoint["state_dict"])
     trainer = L.Trainer(
@@ -331,6 +461,46 @@ def _eval_data_config(trained: Any, settings: Settings) -> Any:
     return replace(trained, split=settings.data.split, **changed)
 
 
+def _check_no_model_overrides(settings: Settings, ckpt: Path) -> None:
+    """eval/generate/attention/export take the model from the checkpoint: a model.* (or
+    model=) on the command line would be silently ignored, so it is refused instead. A
+    larger model.max_seq_len is the case users hit: the learned position table of the
+    checkpoint has exactly max_seq_len rows."""
+    from models.checkpoint import read_checkpoint
+
+    asked = [k for k in cli_overrides() if k == "model" or k.startswith("model.")]
+    if not asked:
+        return
+    trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
+    mode = settings.run.mode
+    if "model.max_seq_len" in asked and settings.model["max_seq_len"] > trained["max_seq_len"]:
+        raise ValueError(
+            f"model.max_seq_len={settings.model['max_seq_len']} is larger than the position "
+            f"table of {ckpt} ({trained['max_seq_len']} positions); mode={mode} uses the "
+            "checkpoint's model: drop model.max_seq_len (generation slides a window of "
+            f"{trained['max_seq_len']} tokens over longer texts)"
+        )
+    raise ValueError(
+        f"mode={mode} takes the model config from the checkpoint {ckpt}; drop "
+        f"{', '.join(asked)} from the command line (to train another model, use mode=train)"
+    )
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export(settings: Settings) -> dict[str, Any]:
+    """``mode=export``: the checkpoint's weights as ``NAME.safetensors`` beside it, with the
+    model config and the tokenizer in the file's metadata."""
+    from models.checkpoint import export_safetensors
+
+    ckpt = Path(settings.run.ckpt_path)
+    _check_no_model_overrides(settings, ckpt)
+    out = export_safetensors(ckpt, ckpt.with_suffix(".safetensors"))
+    print(f"wrote {out}")
+    return {"safetensors": str(out)}
+
+
 # --------------------------------------------------------------------------- generate
 
 
@@ -339,6 +509,7 @@ def generate(settings: Settings) -> dict[str, Any]:
     from models.checkpoint import load_checkpoint
 
     loaded = load_checkpoint(settings.run.ckpt_path)
+    _check_no_model_overrides(settings, loaded.path)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     if loaded.config.arch == "decoder":
         text = _generate_text(loaded.model, tokenizer, settings, settings.run.prompt or "")
@@ -400,6 +571,7 @@ def attention(settings: Settings) -> dict[str, Any]:
     from models.report import plot_attention
 
     loaded = load_checkpoint(settings.run.ckpt_path)
+    _check_no_model_overrides(settings, loaded.path)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     prompt = settings.run.prompt or "The quick brown fox"
     ids = tokenizer.encode(prompt).ids[: loaded.config.max_seq_len]
@@ -420,6 +592,12 @@ def attention(settings: Settings) -> dict[str, Any]:
 
 class SweepSummary(Callback):
     """At the end of a multirun: summary.csv, summary.md and the heatmap at the sweep root."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = config.hydra.sweep.dir
+        print(f"tinylm: sweep directory {sweep_dir}; if the sweep is interrupted, re-run the "
+              f"same command with hydra.sweep.dir={sweep_dir}: finished runs are skipped, "
+              "unfinished ones resume from their last checkpoint")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from models.report import write_sweep_summary
@@ -442,6 +620,13 @@ def main(cfg: DictConfig) -> float | None:
     shows it); under multirun a failing job is recorded as failed and the sweep goes on."""
     try:
         metrics = run(cfg)
+    except Interrupted as err:
+        # Not a failed job: the user (or the scheduler) stops the run, and the sweep with it.
+        print(f"tinylm: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    except KeyboardInterrupt:
+        print("tinylm: interrupted before training started; nothing to save", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as err:
         if _is_multirun():
             _record_failure(cfg, err)

@@ -13,7 +13,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-MODES = ("train", "eval", "generate", "attention")
+MODES = ("train", "eval", "generate", "attention", "export")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 
 
@@ -149,11 +149,18 @@ def parse_settings(cfg: DictConfig) -> Settings:
     return Settings(
         run=_from_section(RunConfig, top, ""),
         model=model,
-        data=DataConfig(**values["data"]),
+        data=_data_config(DataConfig, values["data"]),
         trainer=_from_section(TrainerConfig, values["trainer"], "trainer."),
         logger=_from_section(LoggerConfig, values["logger"], "logger."),
         optim=OptimConfig.from_dict(values["optim"]),
     )
+
+
+def _data_config(cls: type, values: dict[str, Any]) -> Any:
+    try:
+        return cls(**values)
+    except TypeError as err:  # an unknown key: a user error like the others
+        raise ValueError(f"{err}; remove it or fix its spelling") from None
 
 
 def cli_overrides() -> dict[str, str]:

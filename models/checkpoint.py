@@ -82,6 +82,7 @@ def load_checkpoint(path: str | Path, *, expected_arch: str | None = None) -> Lo
             f"{path} holds an {config.arch} but an {expected_arch} was expected; "
             f"pick a checkpoint of a {expected_arch} run"
         )
+    check_tokenizer_fits(hparams["tokenizer_json"], config, path)
     model = (Decoder if config.arch == "decoder" else Encoder)(config)
     weights = {
         key.removeprefix("model."): value
@@ -100,6 +101,26 @@ def load_checkpoint(path: str | Path, *, expected_arch: str | None = None) -> Lo
     )
 
 
+def check_tokenizer_fits(tokenizer_json: str, config: ModelConfig, where: Any) -> None:
+    """The tokenizer's vocabulary must be the model's: otherwise ids index the wrong rows."""
+    import json
+
+    try:
+        tokenizer = json.loads(tokenizer_json)
+        vocab = tokenizer["model"]["vocab"]
+        added = {t["id"] for t in tokenizer.get("added_tokens") or []}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{where}: its tokenizer is not a valid tokenizer.json ({err})") from None
+    ids = set(vocab.values() if isinstance(vocab, dict) else range(len(vocab))) | added
+    size = max(ids) + 1 if ids else 0
+    if size != config.vocab_size:
+        raise ValueError(
+            f"{where}: the tokenizer has {size} tokens but the model's vocab_size is "
+            f"{config.vocab_size}; the tokenizer does not belong to these weights. Use the "
+            "tokenizer.json of the run that produced the checkpoint"
+        )
+
+
 def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
     """Write a checkpoint's network weights as ``safetensors`` (the configs go in metadata)."""
     import json
@@ -113,3 +134,20 @@ def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
     # save_model, unlike save_file, handles the tied embedding/head weights.
     save_model(loaded.model, str(out_path), metadata=metadata)
     return out_path
+
+
+def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
+    """Rebuild the network written by ``export_safetensors``; returns (model, tokenizer_json)."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
+    with safe_open(str(path), framework="pt") as f:
+        metadata = f.metadata() or {}
+    if "model_config" not in metadata:
+        raise ValueError(f"{path} has no tinylm model_config in its metadata")
+    config = ModelConfig.from_dict(json.loads(metadata["model_config"]))
+    model = (Decoder if config.arch == "decoder" else Encoder)(config)
+    load_model(model, str(path))
+    return model.eval(), metadata.get("tokenizer_json", "")
