@@ -1,0 +1,60 @@
+"""Fault injectors for the reliability tests (not used by the application itself)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import lightning as L
+
+
+class SignalAtStep(L.Callback):
+    """Send ``signum`` to this process once ``global_step`` reaches ``step``."""
+
+    def __init__(self, step: int, signum: int = signal.SIGTERM) -> None:
+        self.step = step
+        self.signum = signum
+        self.sent = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:
+        if not self.sent and trainer.global_step >= self.step and trainer.is_global_zero:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
+
+
+class NaNAtStep(L.Callback):
+    """Make every weight NaN after the optimiser step that brings ``global_step`` to ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           *args: object) -> None:
+        if trainer.global_step == self.step:
+            import torch
+
+            with torch.no_grad():
+                for p in pl_module.parameters():
+                    p.fill_(float("nan"))
+
+
+class SignalInSweepJob(SignalAtStep):
+    """``SignalAtStep`` in one job of a multirun only (by Hydra's job number)."""
+
+    def __init__(self, job_num: int, step: int, signum: int = signal.SIGTERM) -> None:
+        super().__init__(step, signum)
+        self.job_num = job_num
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.get().job.num == self.job_num:
+            super().on_train_batch_end(trainer, *args)
+
+
+def main_with(*callbacks: L.Callback) -> None:
+    """Run train.py's real entry point (Hydra, argv) with extra callbacks."""
+    import train
+
+    train.EXTRA_CALLBACKS.extend(callbacks)
+    train.main()
