@@ -88,3 +88,116 @@ def test_ctrl_c_through_train_py_saves_and_exits_cleanly(tmp_path: Path) -> None
     assert len(lines) == 1 and "interrupted by SIGINT at step 5" in lines[0], proc.stderr
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 5
+
+
+# --------------------------------------------------------------------------- 2. atomic writes
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny decoder run (16 steps); returns its checkpoints/last.ckpt."""
+    from hydra import compose, initialize_config_dir
+
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            *TINY, f"output_dir={out}", "trainer.max_steps=16", "trainer.val_check_interval=8"])
+    run(cfg)
+    return out / "checkpoints" / "last.ckpt"
+
+
+def test_failed_write_leaves_the_previous_checkpoint(tiny_ckpt: Path, tmp_path: Path,
+                                                     monkeypatch) -> None:
+    from models.checkpoint import read_checkpoint
+    from models.tasks import AtomicCheckpointIO
+
+    target = tmp_path / "last.ckpt"
+    target.write_bytes(tiny_ckpt.read_bytes())
+    checkpoint = read_checkpoint(target)
+    real_save = torch.save
+
+    def save_then_crash(obj, f, *args, **kwargs):
+        f.write(b"half a checkpoint")  # garbage on disk, then the "crash"
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", save_then_crash)
+    with pytest.raises(OSError, match="disk full"):
+        AtomicCheckpointIO().save_checkpoint({**checkpoint, "global_step": 99}, target)
+    monkeypatch.setattr(torch, "save", real_save)
+    assert read_checkpoint(target)["global_step"] == checkpoint["global_step"]
+    assert not list(tmp_path.glob("*.tmp"))  # nothing left behind
+    AtomicCheckpointIO().save_checkpoint({**checkpoint, "global_step": 99}, target)
+    assert read_checkpoint(target)["global_step"] == 99
+
+
+def test_crash_while_saving_during_training_keeps_last_ckpt(make_cfg, tmp_path, monkeypatch):
+    """The trainer writes through AtomicCheckpointIO: a save that dies at step 16 leaves the
+    step-8 last.ckpt whole."""
+    real_save = torch.save
+    calls = []
+
+    def flaky_save(obj, f, *args, **kwargs):
+        calls.append(obj.get("global_step") if isinstance(obj, dict) else None)
+        if isinstance(obj, dict) and obj.get("global_step") == 16:
+            f.write(b"\0" * 100)
+            raise OSError("killed mid-write")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", flaky_save)
+    out = tmp_path / "run"
+    with pytest.raises(OSError, match="killed mid-write"):
+        run(make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+    monkeypatch.setattr(torch, "save", real_save)
+    from models.checkpoint import load_checkpoint
+
+    assert 16 in calls
+    assert load_checkpoint(out / "checkpoints" / "last.ckpt").global_step == 8
+    assert not list((out / "checkpoints").glob("*.tmp"))
+
+
+# --------------------------------------------------------------------------- 3. NaN / Inf
+
+
+def _all_finite(ckpt: Path) -> bool:
+    state = torch.load(ckpt, weights_only=True)["state_dict"]
+    return all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(make_cfg, inject,
+                                                                         tmp_path) -> None:
+    inject(NaNAtStep(10))
+    out = tmp_path / "run"
+    with pytest.raises(FloatingPointError, match=r"at step 10\..*optim\.lr=.*precision"):
+        run(make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+    last = out / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 8 and _all_finite(last)
+
+
+def test_nan_weights_at_a_validation_step_are_never_saved(make_cfg, inject, tmp_path) -> None:
+    # The weights diverge at step 8, a validation + checkpoint step: the validation loss
+    # stops training before ModelCheckpoint writes them.
+    inject(NaNAtStep(8))
+    out = tmp_path / "run"
+    with pytest.raises(FloatingPointError, match=r"validation loss became nan at step 8"):
+        run(make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+    assert not list(out.glob("checkpoints/*.ckpt"))
+
+
+def test_checkpoint_io_refuses_nan_weights(tiny_ckpt: Path, tmp_path: Path) -> None:
+    from models.tasks import AtomicCheckpointIO
+
+    checkpoint = torch.load(tiny_ckpt, weights_only=True)
+    name = next(iter(checkpoint["state_dict"]))
+    checkpoint["state_dict"][name] = torch.full_like(checkpoint["state_dict"][name], float("inf"))
+    with pytest.raises(FloatingPointError, match=rf"not saving .*{name}.*NaN/Inf"):
+        AtomicCheckpointIO().save_checkpoint(checkpoint, tmp_path / "x.ckpt")
+    assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_huge_learning_rate_diverges_with_a_message(make_cfg, tmp_path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(FloatingPointError, match=r"optim\.lr=1000000\.0"):
+        run(make_cfg("optim.lr=1e6", "optim.warmup_steps=0", "trainer.gradient_clip_val=null",
+                     "trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+    for ckpt in out.glob("checkpoints/*.ckpt"):
+        assert _all_finite(ckpt), ckpt
