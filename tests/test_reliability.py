@@ -201,3 +201,100 @@ def test_huge_learning_rate_diverges_with_a_message(make_cfg, tmp_path) -> None:
                      "trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
     for ckpt in out.glob("checkpoints/*.ckpt"):
         assert _all_finite(ckpt), ckpt
+
+
+# --------------------------------------------------------------------------- 4. bad configuration
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("bad-data")
+    (where / "empty.txt").write_text("")
+    (where / "blank.txt").write_text("\n\n   \n")
+    (where / "table.csv").write_text("title,body\nhello,some text here\n")
+    return where
+
+
+# (overrides, the message; "{d}" is the directory of bad_files)
+CONFIG_ERRORS = [
+    (["model.num_heads=3"], r"num_heads=3; valid head counts for 32: 1, 2, 4, 8, 16, 32"),
+    (["model.num_heads=0"], r"num_heads=0 must be a positive integer"),
+    (["model.dropout=1.0"], r"dropout=1.0 is outside \[0, 1\)"),
+    (["model.dropout=-0.1"], r"dropout=-0.1 is outside \[0, 1\)"),
+    (["model.attn_dropout=1.5"], r"attn_dropout=1.5 is outside \[0, 1\)"),
+    (["+model.num_head=4"], r"'num_head' \(did you mean 'num_heads'\?\)"),
+    (["+data.colum=x"], r"unknown data config key\(s\) \['colum'\].*valid keys"),
+    (["+trainer.gpus=1"], r"unknown key\(s\) trainer.gpus; valid keys"),
+    (["+optim.momentum=0.9"], r"unknown key\(s\) optim.momentum"),
+    (["+temprature=0"], r"unknown key\(s\) temprature; valid keys"),
+    (["model.arch=rnn"], r"arch='rnn' is unknown; choose one of: encoder, decoder"),
+    (["model.norm=mid"], r"norm='mid' is unknown"),
+    (["data.batch_size=0"], r"data.batch_size=0 must be an integer >= 1"),
+    (["data.vocab_size=10"], r"data.vocab_size=10 must be an integer >= 300"),
+    (["data.tokenizer=bpee"], r"data.tokenizer='bpee' is not a tokenizer kind"),
+    (["trainer.max_steps=0"], r"trainer.max_steps=0"),
+    (["trainer.precision=8"], r"trainer.precision=8 is not one of"),
+    (["optim.lr=0"], r"optim.lr=0 must be > 0"),
+    (["optim.beta1=1.0"], r"optim.beta1=1.0 must be in \[0, 1\)"),
+    (["logger.kind=tensorboard"], r"logger=tensorboard is unknown"),
+    (["mode=fly"], r"mode=fly is unknown; choose one of train, eval, generate"),
+    (["mode=eval"], r"mode=eval needs a checkpoint"),
+    (["top_p=1.5"], r"top_p=1.5 must be in \(0, 1\]"),
+    (["top_p=0"], r"top_p=0 must be in \(0, 1\]"),
+    (["top_k=-1"], r"top_k=-1 must be >= 0"),
+    (["temperature=-1"], r"temperature=-1 must be >= 0"),
+    (["max_new_tokens=-5"], r"max_new_tokens=-5 must be >= 0"),
+    (["data=text", "data.path=/nonexistent/corpus.txt"], r"/nonexistent/corpus.txt"),
+    (["data=text", "data.path={d}/empty.txt"], r"empty.txt is an empty file"),
+    (["data=text", "data.path={d}/blank.txt"], r"has no text"),
+    (["data=text", "data.path={d}/table.csv"], r"data.text_column='text' is not a column.*"
+                                               r"\['title', 'body'\]"),
+    (["data=text", "data.path={d}/table.csv", "data.text_column=nope"],
+     r"data.text_column='nope' is not a column"),
+    (["ckpt_path=/nonexistent/last.ckpt"], r"checkpoint /nonexistent/last.ckpt does not exist"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), CONFIG_ERRORS,
+                         ids=[" ".join(o) for o, _ in CONFIG_ERRORS])
+def test_bad_configuration_names_key_value_and_fix(make_cfg, bad_files, monkeypatch, overrides,
+                                                   message) -> None:
+    # "before any data is processed": the data module is never built for config errors.
+    import data.datamodule
+
+    checks_data = any(o.startswith("data=") for o in overrides)
+    if not checks_data:
+        def no_data(*args, **kwargs):
+            raise AssertionError("data was touched before the configuration was checked")
+
+        monkeypatch.setattr(data.datamodule.LMDataModule, "prepare_data", no_data)
+    overrides = [o.format(d=bad_files) for o in overrides]
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        run(make_cfg(*overrides))
+    import re
+
+    assert re.search(message, str(err.value)), str(err.value)
+    assert "\n" not in str(err.value).strip()  # one paragraph
+
+
+CLI_ERRORS = [
+    (["model=gpt3"], "Available options in 'model'"),
+    (["trainer=tpu"], "Available options in 'trainer'"),
+    (["data=wikitext3"], "Available options in 'data'"),
+    (["model.num_head=4"], "Key 'num_head' is not in struct"),
+    (["model.num_heads=3"], "valid head counts for 32"),
+    (["+data.colum=x"], "unknown data config key(s) ['colum']"),
+    (["data.batch_size=0"], "data.batch_size=0"),
+    (["data=text", "data.path={d}/empty.txt"], "is an empty file"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), CLI_ERRORS,
+                         ids=[" ".join(o) for o, _ in CLI_ERRORS])
+def test_train_py_prints_a_message_not_a_traceback(tmp_path, bad_files, overrides,
+                                                   message) -> None:
+    overrides = [o.format(d=bad_files) for o in overrides]
+    proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
