@@ -1,0 +1,279 @@
+"""Training-step benchmark: our Lightning task through ``lightning.Trainer`` vs a bare loop.
+
+Usage::
+
+    python bench/train_step.py                 # both shapes, 5 rounds, ~3 min on 2 cores
+    python bench/train_step.py --quick         # 2 rounds, fewer steps
+    python bench/train_step.py --shape shakespeare_char --rounds 9
+
+Candidates, same model (``models.transformer.Decoder``), same initial weights, same batches:
+
+- ``lightning``: ``models.tasks.CausalLMTask`` trained by ``lightning.Trainer`` configured as
+  train.py configures it (conf/trainer/cpu.yaml: gradient clipping 1.0, ``log_every_n_steps``
+  10; no logger, no progress bar, no checkpointing, no model summary).
+- ``bare``: a plain PyTorch loop written here: AdamW with the same two parameter groups
+  (decay on matrices only), the same warmup-cosine LambdaLR, ``clip_grad_norm_(1.0)``,
+  ``zero_grad(set_to_none=True)``, ``F.cross_entropy`` on the logits.
+
+Both read the same pre-built batches through a DataLoader (``batch_size=None``), so the data
+pipeline is not what is compared. A step's time is the wall time between consecutive step ends
+(data, forward, backward, clipping, optimiser, scheduler, logging); the first ``--warmup``
+steps of every run are dropped. The two candidates alternate, one run each per round; the
+ratio is the median over rounds of (lightning median / bare median) in that round.
+
+Peak RSS: each candidate runs once more alone in a fresh process (``VmHWM``).
+On CUDA (``--device cuda``, bf16-mixed autocast in both) it also prints MFU from
+``Decoder.flops_per_token()`` and the device's peak FLOP/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
+
+from models.config import ModelConfig  # noqa: E402
+from models.tasks import warmup_cosine  # noqa: E402
+from models.transformer import Decoder  # noqa: E402
+
+# name -> (model overrides of conf/model/gpt.yaml, batch size, optimiser settings)
+SHAPES = {
+    "default": (
+        {"max_seq_len": 128, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
+         "dropout": 0.1, "vocab_size": 2048},
+        32,
+        {"lr": 1e-3, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "warmup_steps": 30,
+         "min_lr_ratio": 0.1},
+    ),
+    "shakespeare_char": (
+        {"max_seq_len": 64, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
+         "dropout": 0.0, "vocab_size": 65},
+        12,
+        {"lr": 1e-3, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "warmup_steps": 100,
+         "min_lr_ratio": 0.1},
+    ),
+}
+TOTAL_STEPS = 2000  # the schedule's length: only its shape matters here
+
+
+def model_config(shape: str) -> ModelConfig:
+    overrides, _, _ = SHAPES[shape]
+    return ModelConfig(**{**overrides, "pad_token_id": 0})
+
+
+def make_batches(shape: str, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    """``count`` random [B, T] next-token batches (the candidates see the same ones)."""
+    overrides, batch_size, _ = SHAPES[shape]
+    gen = torch.Generator().manual_seed(seed)
+    blocks = torch.randint(overrides["vocab_size"], (count, batch_size,
+                                                    overrides["max_seq_len"] + 1), generator=gen)
+    return [{"input_ids": b[:, :-1].contiguous(), "labels": b[:, 1:].contiguous()}
+            for b in blocks]
+
+
+def loader(batches: list[dict[str, torch.Tensor]]) -> torch.utils.data.DataLoader:
+    return torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False)
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def run_lightning(shape: str, steps: int, device: str, precision: str) -> list[float]:
+    """Seconds per step of ``CausalLMTask`` under ``lightning.Trainer``, every step."""
+    import lightning as L
+    from lightning.pytorch.callbacks import Callback
+
+    from models.tasks import CausalLMTask
+
+    class StepTimer(Callback):
+        def __init__(self) -> None:
+            self.ends: list[float] = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            self.ends.append(time.perf_counter())
+
+    _, _, optim = SHAPES[shape]
+    torch.manual_seed(0)
+    task = CausalLMTask(
+        model_config=model_config(shape).to_dict(), optim_config=optim, tokenizer_json="{}",
+        data_config={}, chars_per_token={}, total_steps=TOTAL_STEPS,
+    )
+    timer = StepTimer()
+    trainer = L.Trainer(
+        accelerator="gpu" if device == "cuda" else "cpu", devices=1, precision=precision,
+        max_steps=steps, gradient_clip_val=1.0, log_every_n_steps=10,
+        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+        callbacks=[timer],
+    )
+    trainer.fit(task, train_dataloaders=loader(make_batches(shape, steps)))
+    return [b - a for a, b in zip(timer.ends, timer.ends[1:], strict=False)]
+
+
+def run_bare(shape: str, steps: int, device: str, precision: str) -> list[float]:
+    """Seconds per step of a plain PyTorch loop, every step."""
+    _, _, optim_cfg = SHAPES[shape]
+    torch.manual_seed(0)
+    model = Decoder(model_config(shape)).to(device)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for p in params if p.dim() >= 2], "weight_decay": optim_cfg["weight_decay"]},
+         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+        lr=optim_cfg["lr"], betas=(optim_cfg["beta1"], optim_cfg["beta2"]),
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, warmup_steps=optim_cfg["warmup_steps"],
+                                              total_steps=TOTAL_STEPS,
+                                              min_ratio=optim_cfg["min_lr_ratio"]))
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
+    ends = []
+    for batch in loader(make_batches(shape, steps)):
+        input_ids = batch["input_ids"].to(device, non_blocking=True)
+        labels = batch["labels"].to(device, non_blocking=True)
+        with autocast:
+            logits = model(input_ids)  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        ends.append(time.perf_counter())
+    return [b - a for a, b in zip(ends, ends[1:], strict=False)]
+
+
+CANDIDATES = {"lightning": run_lightning, "bare": run_bare}
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def peak_rss_child(shape: str, candidate: str, steps: int, device: str, precision: str) -> int:
+    """Peak RSS (bytes) of a fresh process that runs one candidate for ``steps`` steps."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", candidate, "--shape", shape, "--steps", str(steps),
+         "--device", device, "--precision", precision],
+        check=True, capture_output=True, text=True, cwd=ROOT,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_rss"]
+
+
+def _peak_rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_flops(device: str, precision: str) -> float | None:
+    if device != "cuda":
+        return None
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    dtype = torch.bfloat16 if precision == "bf16-mixed" else torch.float32
+    return get_available_flops(torch.device("cuda"), dtype)
+
+
+def bench_shape(shape: str, rounds: int, steps: int, warmup: int, device: str,
+                precision: str, memory: bool) -> dict:
+    times: dict[str, list[float]] = {name: [] for name in CANDIDATES}
+    ratios = []
+    for index in range(rounds):
+        order = list(CANDIDATES) if index % 2 == 0 else list(reversed(CANDIDATES))
+        medians = {}
+        for name in order:
+            step_times = CANDIDATES[name](shape, steps + warmup, device, precision)[warmup:]
+            times[name].extend(step_times)
+            medians[name] = statistics.median(step_times)
+        ratios.append(medians["lightning"] / medians["bare"])
+        print(f"  {shape} round {index + 1}/{rounds}: " + ", ".join(
+            f"{n} {m * 1e3:.2f} ms" for n, m in medians.items()) +
+            f", ratio {ratios[-1]:.3f}", flush=True)
+    overrides, batch_size, _ = SHAPES[shape]
+    tokens = batch_size * overrides["max_seq_len"]
+    result = {"shape": shape, "tokens_per_step": tokens, "ratio": statistics.median(ratios),
+              "ratios": ratios, "flops_per_token": Decoder(model_config(shape)).flops_per_token()}
+    for name, values in times.items():
+        ms = statistics.median(values) * 1e3
+        result[name] = {"ms": ms, "tokens_per_s": tokens / ms * 1e3}
+        if memory:
+            result[name]["peak_rss"] = peak_rss_child(shape, name, 30, device, precision)
+    return result
+
+
+def print_table(results: list[dict], device: str, precision: str) -> None:
+    peak = peak_flops(device, precision)
+    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {device}, "
+          f"{precision}; ms per steady-state step (median), ratio = median over rounds of "
+          "lightning/bare in the same round (target <= 1.05)")
+    head = f"{'shape':<18}{'candidate':<11}{'ms/step':>9}{'tokens/s':>11}{'peak RSS':>10}"
+    head += f"{'MFU':>7}" if peak else ""
+    head += f"{'ratio':>8}"
+    print(head)
+    print("-" * len(head))
+    for res in results:
+        for name in CANDIDATES:
+            row = res[name]
+            rss = f"{row['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in row else "-"
+            line = f"{res['shape']:<18}{name:<11}{row['ms']:>9.2f}{row['tokens_per_s']:>11,.0f}"
+            line += f"{rss:>10}"
+            if peak:
+                line += f"{row['tokens_per_s'] * res['flops_per_token'] / peak:>7.1%}"
+            if name == "lightning":
+                verdict = "ok" if res["ratio"] <= 1.05 else "MISSED"
+                line += f"{res['ratio']:>8.3f}  {verdict}"
+            print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
+    parser.add_argument("--rounds", type=int, default=None, help="default 5 (2 with --quick)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps per run (default 60, 25 with --quick)")
+    parser.add_argument("--warmup", type=int, default=10, help="steps dropped per run")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", default=None,
+                        help="32-true (CPU default) or bf16-mixed (CUDA default)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--child", choices=list(CANDIDATES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    precision = args.precision or ("bf16-mixed" if args.device == "cuda" else "32-true")
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    if args.child:
+        CANDIDATES[args.child](args.shape, args.steps, args.device, precision)
+        print(json.dumps({"peak_rss": _peak_rss()}))
+        return
+    rounds = args.rounds or (2 if args.quick else 5)
+    steps = args.steps or (25 if args.quick else 60)
+    shapes = list(SHAPES) if args.shape == "all" else [args.shape]
+    results = [bench_shape(s, rounds, steps, args.warmup, args.device, precision,
+                           not args.no_memory) for s in shapes]
+    print_table(results, args.device, precision)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if any(math.isnan(r["ratio"]) for r in results):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
