@@ -209,11 +209,13 @@ def _check_same_model(ckpt: str, trained: dict[str, Any], requested: dict[str, A
     if not differ:
         return
     if "arch" in differ:
+        def named(arch: str) -> str:
+            return "a decoder (model=gpt)" if arch == "decoder" else "an encoder (model=bert)"
+
         raise ValueError(
-            f"ckpt_path={ckpt} holds a {trained['arch']} but the model config builds a "
-            f"{requested['arch']} (model={'gpt' if trained['arch'] == 'decoder' else 'bert'} "
-            "matches it); resume with the checkpoint's model, or start a new run without "
-            "ckpt_path"
+            f"ckpt_path={ckpt} holds {named(trained['arch'])} but the model config builds "
+            f"{named(requested['arch'])}; resume with the checkpoint's model, or start a new "
+            "run without ckpt_path"
         )
     pairs = ", ".join(f"model.{k}={requested[k]} (checkpoint: {trained.get(k)})" for k in differ)
     raise ValueError(
@@ -473,17 +475,22 @@ def _check_no_model_overrides(settings: Settings, ckpt: Path) -> None:
         return
     trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
     mode = settings.run.mode
-    if "model.max_seq_len" in asked and settings.model["max_seq_len"] > trained["max_seq_len"]:
+    table = trained["max_seq_len"]
+    if "model.max_seq_len" in asked and settings.model["max_seq_len"] > table:
         raise ValueError(
             f"model.max_seq_len={settings.model['max_seq_len']} is larger than the position "
-            f"table of {ckpt} ({trained['max_seq_len']} positions); mode={mode} uses the "
-            "checkpoint's model: drop model.max_seq_len (generation slides a window of "
-            f"{trained['max_seq_len']} tokens over longer texts)"
+            f"table of {ckpt} ({table} positions); mode={mode} uses the checkpoint's model: "
+            f"drop model.max_seq_len (generation slides a window of {table} tokens over longer "
+            "texts)"
         )
-    raise ValueError(
-        f"mode={mode} takes the model config from the checkpoint {ckpt}; drop "
-        f"{', '.join(asked)} from the command line (to train another model, use mode=train)"
-    )
+    differ = [k for k in asked if k == "model" and settings.model["arch"] != trained["arch"]
+              or k != "model" and settings.model.get(k[6:]) != trained.get(k[6:])]
+    if differ:
+        raise ValueError(
+            f"mode={mode} takes the model config from the checkpoint {ckpt}, which differs from "
+            f"{', '.join(differ)} on the command line: drop them (to train another model, use "
+            "mode=train)"
+        )
 
 
 # --------------------------------------------------------------------------- export
@@ -525,15 +532,28 @@ def _generate_text(model, tokenizer, settings: Settings, prompt: str) -> str:
     from data.tokenizer import special_tokens_of
 
     run = settings.run
-    ids = tokenizer.encode(prompt).ids if prompt else []
+    encoding = tokenizer.encode(prompt) if prompt else None
+    ids = encoding.ids if encoding else []
+    unk_id = tokenizer.token_to_id("[UNK]")
+    if unk_id is not None and unk_id in ids:
+        unknown = sorted({prompt[a:b] for i, (a, b) in zip(ids, encoding.offsets, strict=True)
+                          if i == unk_id})
+        print(f"tinylm: the tokenizer does not know {', '.join(map(repr, unknown))} in the "
+              "prompt; they are read as [UNK] and left out of the output", file=sys.stderr)
+    if len(ids) > model.config.max_seq_len:
+        print(f"tinylm: the prompt has {len(ids)} tokens, more than the context of "
+              f"{model.config.max_seq_len}; the model sees its last {model.config.max_seq_len}",
+              file=sys.stderr)
     if not ids:  # an empty prompt starts a fresh document
         ids = [special_tokens_of(tokenizer).eos_id]
     generator = torch.Generator().manual_seed(run.seed)
-    out = model.generate(
-        torch.tensor([ids]), max_new_tokens=run.max_new_tokens, temperature=run.temperature,
-        top_k=run.top_k or None, top_p=run.top_p, generator=generator,
-        eos_token_id=None,
-    )
+    with warnings.catch_warnings():  # the long-prompt warning: said above, in one line
+        warnings.simplefilter("ignore")
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens=run.max_new_tokens, temperature=run.temperature,
+            top_k=run.top_k or None, top_p=run.top_p, generator=generator,
+            eos_token_id=None,
+        )
     return tokenizer.decode(out[0].tolist(), skip_special_tokens=True)
 
 

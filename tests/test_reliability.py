@@ -298,3 +298,121 @@ def test_train_py_prints_a_message_not_a_traceback(tmp_path, bad_files, override
     assert proc.returncode == 1
     assert message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+# --------------------------------------------------------------------------- 5. checkpoints
+
+
+class Payload:
+    """A class a weights_only load must refuse to build."""
+
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def test_checkpoint_needing_pickled_code_is_refused(tiny_ckpt, tmp_path, make_cfg) -> None:
+    evil = tmp_path / "evil.ckpt"
+    checkpoint = torch.load(tiny_ckpt, weights_only=True)
+    torch.save({**checkpoint, "extra": Payload()}, evil)
+    for mode in ("generate", "eval", "train", "export"):
+        with pytest.raises(ValueError, match=r"refusing to load .*arbitrary code"):
+            run(make_cfg(f"mode={mode}", f"ckpt_path={evil}"))
+
+
+@pytest.mark.parametrize("keep", [0, 100, 0.5])
+def test_truncated_checkpoint_gives_a_clear_error(tiny_ckpt, tmp_path, make_cfg, keep) -> None:
+    data = tiny_ckpt.read_bytes()
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(data[: int(len(data) * keep) if isinstance(keep, float) else keep])
+    with pytest.raises(ValueError, match=r"truncated or not a PyTorch checkpoint"):
+        run(make_cfg("mode=generate", f"ckpt_path={cut}"))
+
+
+def test_resuming_with_the_other_architecture_is_refused(tiny_ckpt, make_cfg) -> None:
+    with pytest.raises(ValueError, match=r"holds a decoder \(model=gpt\) but the model "
+                                         r"config builds an encoder \(model=bert\)"):
+        run(make_cfg("model=bert", *TINY[1:5], f"ckpt_path={tiny_ckpt}"))
+    with pytest.raises(ValueError, match=r"model.max_seq_len=64 \(checkpoint: 32\)"):
+        run(make_cfg("model.max_seq_len=64", f"ckpt_path={tiny_ckpt}"))
+
+
+def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) -> None:
+    from tokenizers import Tokenizer, models
+
+    checkpoint = torch.load(tiny_ckpt, weights_only=True)
+    other = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    checkpoint["hyper_parameters"]["tokenizer_json"] = other.to_str()
+    bad = tmp_path / "mismatch.ckpt"
+    torch.save(checkpoint, bad)
+    with pytest.raises(ValueError, match=r"tokenizer has 3 tokens but the model's vocab_size "
+                                         r"is 300"):
+        run(make_cfg("mode=generate", f"ckpt_path={bad}"))
+
+
+@pytest.mark.parametrize("mode", ["eval", "generate"])
+def test_longer_context_than_the_position_table(tiny_ckpt, tmp_path, mode) -> None:
+    # model.* on the command line of eval/generate would be ignored (the checkpoint decides):
+    # a larger max_seq_len is refused, naming the table size.
+    proc = _train_py(*TINY, f"mode={mode}", f"ckpt_path={tiny_ckpt}", "model.max_seq_len=64",
+                     f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "model.max_seq_len=64 is larger than the position table" in proc.stderr
+    assert "(32 positions)" in proc.stderr
+
+
+def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg) -> None:
+    from models.checkpoint import load_checkpoint, load_safetensors
+
+    out = Path(run(make_cfg("mode=export", f"ckpt_path={tiny_ckpt}"))["safetensors"])
+    assert out == tiny_ckpt.with_suffix(".safetensors") and out.is_file()
+    exported, tokenizer_json = load_safetensors(out)
+    original = load_checkpoint(tiny_ckpt)
+    assert tokenizer_json == original.tokenizer_json
+    ids = torch.randint(0, original.config.vocab_size, (2, 16))
+    with torch.inference_mode():
+        assert torch.equal(exported(ids), original.model(ids))
+
+
+# --------------------------------------------------------------------------- 8. generation input
+
+
+def _generate(make_cfg, ckpt: Path, *overrides: str) -> str:
+    return run(make_cfg("mode=generate", f"ckpt_path={ckpt}", "max_new_tokens=8",
+                        *overrides))["text"]
+
+
+def test_generation_inputs_behave_as_documented(tiny_ckpt, make_cfg, capsys) -> None:
+    # An empty prompt starts a new document.
+    assert _generate(make_cfg, tiny_ckpt, "prompt=''").strip()
+    assert _generate(make_cfg, tiny_ckpt, "prompt=null").strip()
+    # temperature=0 is greedy: deterministic, and the same as keeping the single best token.
+    greedy = _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=0")
+    assert greedy == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=0", "top_k=7")
+    assert greedy == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=1")
+    # top_k=0 (or null) is off; a top_k above the vocabulary keeps every token: also off.
+    off = _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=0")
+    assert off == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=null")
+    assert off == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=100000")
+    # top_p=1 keeps the whole distribution.
+    assert off == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=0",
+                            "top_p=1.0")
+    # A prompt longer than the context (32 tokens): the model reads its last 32 tokens.
+    long_prompt = " ".join(["The class statement is executed."] * 12)
+    capsys.readouterr()
+    text = _generate(make_cfg, tiny_ckpt, f"prompt='{long_prompt}'", "temperature=0")
+    assert text.startswith(long_prompt) and len(text) > len(long_prompt)
+    assert "more than the context of 32" in capsys.readouterr().err
+    # max_new_tokens=0 returns the prompt.
+    assert _generate(make_cfg, tiny_ckpt, "prompt=The", "max_new_tokens=0") == "The"
+
+
+def test_prompt_of_unknown_characters_with_a_char_tokenizer(make_cfg, tmp_path, capsys) -> None:
+    out = tmp_path / "char"
+    run(make_cfg("data.tokenizer=char", "trainer.max_steps=4", "trainer.val_check_interval=4",
+                 output_dir=out))
+    capsys.readouterr()
+    text = _generate(make_cfg, out / "checkpoints" / "last.ckpt", "prompt='☃★'")
+    assert "'☃', '★'" in capsys.readouterr().err and isinstance(text, str)
+    text = _generate(make_cfg, out / "checkpoints" / "last.ckpt", "prompt='The ☃ class'",
+                     "temperature=0")
+    assert text.startswith("The  class")  # the unknown character is left out
