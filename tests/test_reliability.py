@@ -416,3 +416,52 @@ def test_prompt_of_unknown_characters_with_a_char_tokenizer(make_cfg, tmp_path, 
     text = _generate(make_cfg, out / "checkpoints" / "last.ckpt", "prompt='The ☃ class'",
                      "temperature=0")
     assert text.startswith("The  class")  # the unknown character is left out
+
+
+# --------------------------------------------------------------------------- 6. sweeps
+
+
+def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) -> None:
+    import csv
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY, "trainer.max_steps=10", "trainer.val_check_interval=5",
+            "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}"]
+    # First pass: job 0 completes, job 1 is stopped by SIGTERM at step 7 (a pre-emption).
+    wrapper = ("from tests.faults import SignalInSweepJob, main_with\n"
+               "main_with(SignalInSweepJob(1, 7))\n")
+    first = _train_py(*args, cwd=tmp_path, wrapper=wrapper)
+    assert first.returncode == 143, first.stderr[-3000:]
+    assert "Traceback" not in first.stderr
+    assert f"hydra.sweep.dir={sweep}" in first.stdout  # the way back, printed at the start
+    done = json.loads((sweep / "0" / "metrics.json").read_text())
+    assert done["status"] == "completed"
+    assert json.loads((sweep / "1" / "metrics.json").read_text())["status"] == "interrupted"
+    stamp = (sweep / "0" / "metrics.json").stat().st_mtime_ns
+
+    second = _train_py(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "already completed, skipping" in second.stdout
+    assert "resuming the unfinished job" in second.stdout
+    assert (sweep / "0" / "metrics.json").stat().st_mtime_ns == stamp  # untouched
+    resumed = json.loads((sweep / "1" / "metrics.json").read_text())
+    assert resumed["status"] == "completed" and resumed["step"] == 10
+    with open(sweep / "summary.csv") as f:
+        rows = {r["run"]: r for r in csv.DictReader(f)}
+    assert [rows[k]["status"] for k in ("0", "1")] == ["completed", "completed"]
+    assert float(rows["0"]["best_val_loss"]) == pytest.approx(done["best_val_loss"], rel=1e-3)
+
+
+def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -> None:
+    """The other kind of unfinished job: metrics.json gone (killed hard), last.ckpt kept."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY, "trainer.max_steps=6", "trainer.val_check_interval=3",
+            "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}"]
+    assert _train_py(*args, cwd=tmp_path).returncode == 0
+    (sweep / "1" / "metrics.json").unlink()
+    again = _train_py(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("already completed, skipping") == 1
+    assert "resuming the unfinished job" in again.stdout
+    metrics = json.loads((sweep / "1" / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["val_loss"] > 0
