@@ -219,10 +219,12 @@ class LanguageModelTask(L.LightningModule):
                 f"validation loss became {loss.item()} at step {self.global_step}: the weights "
                 f"diverged. {_DIVERGENCE_HINT.format(lr=self.optim.lr)}"
             )
-        self.log(f"{stage}/loss", loss, prog_bar=stage == "val")
-        self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)))
+        # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
+        # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
+        self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), sync_dist=True)
         for name, value in self.extra_metrics(stage, loss, metrics).items():
-            self.log(f"{stage}/{name}", value)
+            self.log(f"{stage}/{name}", value, sync_dist=True)
 
     def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
         return {}

@@ -58,3 +58,17 @@ def main_with(*callbacks: L.Callback) -> None:
 
     train.EXTRA_CALLBACKS.extend(callbacks)
     train.main()
+
+
+def count_tokenizer_training(path: str) -> None:
+    """Append this process's rank to ``path`` each time a tokenizer is actually trained."""
+    import data.tokenizer
+
+    train_tokenizer = data.tokenizer.train_tokenizer
+
+    def counted(*args, **kwargs):
+        with open(path, "a") as f:
+            f.write(f"{os.environ.get('LOCAL_RANK', '0')}\n")
+        return train_tokenizer(*args, **kwargs)
+
+    data.tokenizer.train_tokenizer = counted

@@ -61,17 +61,17 @@ def test_interrupted_run_resumes_to_the_same_loss(make_cfg, inject, tmp_path, si
     assert resumed["best_val_loss"] == pytest.approx(full["best_val_loss"], abs=1e-6)
 
 
-def _train_py(*args: str, cwd: Path, wrapper: str | None = None,
-              timeout: int = 300) -> subprocess.CompletedProcess:
+def _train_py(*args: str, cwd: Path, wrapper: str | None = None, timeout: int = 300,
+              **env_vars: str) -> subprocess.CompletedProcess:
     """The real entry point in a subprocess; ``wrapper`` is Python code run in place of
-    ``train.py`` that adds fault injectors (it ends by calling ``train.main()``)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    ``train.py`` that adds fault injectors (it ends by calling ``train.main()``; DDP children
+    re-run it too)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
     env.pop("TINYLM_DEBUG", None)
     script = str(ROOT / "train.py")
     if wrapper:
         path = cwd / "train_with_faults.py"
-        path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-                        "sys.argv[0] = " + repr(script) + "\n" + wrapper)
+        path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
         script = str(path)
     return subprocess.run([sys.executable, script, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -465,3 +465,45 @@ def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -
     assert "resuming the unfinished job" in again.stdout
     metrics = json.loads((sweep / "1" / "metrics.json").read_text())
     assert metrics["status"] == "completed" and metrics["val_loss"] > 0
+
+
+# --------------------------------------------------------------------------- 7. distributed
+
+DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
+       "trainer.precision=32-true", "trainer.compile=false"]
+
+
+def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> None:
+    counts = tmp_path / "tokenizer_trainings.txt"
+    wrapper = ("from tests.faults import count_tokenizer_training, main_with\n"
+               f"count_tokenizer_training({str(counts)!r})\nmain_with()\n")
+    out = tmp_path / "run"
+    proc = _train_py(*TINY, *DDP, "logger=csv", "trainer.max_steps=10",
+                     "trainer.val_check_interval=5", f"hydra.run.dir={out}", cwd=tmp_path,
+                     wrapper=wrapper, TINYLM_CACHE=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GLOBAL_RANK: 1" in proc.stderr  # two processes really ran
+    assert proc.stdout.count("tinylm: decoder with") == 1
+    assert proc.stdout.count("=== tinylm results ===") == 1
+    assert counts.read_text().split() == ["0"]  # the tokenizer was trained once, by rank 0
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert not list(tmp_path.rglob("version_*"))  # one csv log, no per-rank directories
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["step"] == 10
+    with open(out / "csv" / "metrics.csv") as f:
+        steps = [line.split(",") for line in f]
+    assert len(steps) > 2
+
+
+@pytest.mark.slow
+def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
+    import csv
+
+    sweep = tmp_path / "sweep"
+    proc = _train_py("-m", *TINY, *DDP, "trainer.max_steps=6", "trainer.val_check_interval=3",
+                     "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("Launching 2 jobs") == 1  # the sweep ran once, not per rank
+    with open(sweep / "summary.csv") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["completed", "completed"]
+    assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
