@@ -7,7 +7,7 @@ all of them before any data is touched, so a typo costs seconds, not a tokenizat
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -125,13 +125,9 @@ class Settings:
 
 
 def _from_section(cls: type, values: dict[str, Any], prefix: str) -> Any:
-    valid = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - valid)
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(f'{prefix}{k}' for k in unknown)}; valid keys: "
-            f"{', '.join(sorted(valid))}"
-        )
+    from models.config import check_known_keys
+
+    check_known_keys(cls, values, prefix)
     return cls(**values)
 
 

@@ -15,6 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 
 ARCHS = ("encoder", "decoder")
+
+
+def check_known_keys(cls: type, values: dict[str, Any], prefix: str) -> None:
+    """Reject keys that are not fields of the dataclass ``cls``, suggesting the closest one."""
+    valid = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in values if k not in valid]
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), valid, n=1)
+        hints.append(f"{prefix}{key}" + (f" (did you mean {prefix}{close[0]}?)" if close else ""))
+    raise ValueError(f"unknown key(s) {', '.join(hints)}; valid keys: {', '.join(valid)}")
+
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")
 
@@ -155,16 +169,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         """Build from a mapping (YAML, checkpoint), rejecting unknown and missing keys."""
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in d if k not in valid]
-        if unknown:
-            hints = []
-            for key in unknown:
-                close = difflib.get_close_matches(str(key), valid, n=1)
-                hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            raise ValueError(
-                f"unknown ModelConfig key(s): {', '.join(hints)}; valid keys: {', '.join(valid)}"
-            )
+        check_known_keys(cls, d, "model.")
         required = [
             f.name for f in dataclasses.fields(cls)
             if f.default is dataclasses.MISSING and f.name not in d

@@ -13,7 +13,7 @@ import random
 import signal
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
-from models.config import ModelConfig
+from models.config import ModelConfig, check_known_keys
 from models.transformer import Decoder, Encoder
 
 IGNORE_INDEX = -100
@@ -65,18 +65,8 @@ class OptimConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> OptimConfig:
-        return cls(**_known_keys(cls, values, "optim"))
-
-
-def _known_keys(cls: type, values: dict[str, Any], prefix: str) -> dict[str, Any]:
-    valid = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - valid)
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(f'{prefix}.{k}' for k in unknown)}; "
-            f"valid keys: {', '.join(sorted(valid))}"
-        )
-    return dict(values)
+        check_known_keys(cls, values, "optim.")
+        return cls(**values)
 
 
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:

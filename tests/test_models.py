@@ -74,10 +74,10 @@ def test_config_errors_say_how_to_fix(overrides: dict[str, Any], match: str) -> 
 
 def test_from_dict_rejects_unknown_and_missing_keys() -> None:
     good = tiny_config().to_dict()
-    with pytest.raises(ValueError, match=r"'hiden_size' \(did you mean 'hidden_size'\?\); valid "
-                       r"keys: vocab_size, arch"):
+    with pytest.raises(ValueError, match=r"model.hiden_size \(did you mean model.hidden_size\?\); "
+                       r"valid keys: vocab_size, arch"):
         ModelConfig.from_dict(good | {"hiden_size": 64})
-    with pytest.raises(ValueError, match="'banana'; valid keys"):
+    with pytest.raises(ValueError, match="model.banana; valid keys"):
         ModelConfig.from_dict(good | {"banana": 1})
     del good["vocab_size"]
     with pytest.raises(ValueError, match="missing ModelConfig key.*vocab_size"):
