@@ -1,0 +1,137 @@
+"""The ``shakespeare_char`` preset end to end: wall time, tokens/s, final losses.
+
+Usage::
+
+    python bench/shakespeare_char.py                       # ../shared/data/tinyshakespeare.txt
+    python bench/shakespeare_char.py --data PATH --repeats 3 -- logger=csv
+    python bench/shakespeare_char.py --bare-steps 0        # skip the bare-loop comparison
+
+Runs ``python train.py experiment=shakespeare_char data.path=PATH [overrides]`` (2000 steps,
+validation every 250 steps on 20 batches: conf/experiment/shakespeare_char.yaml) in a fresh
+process and times it from before the process starts to after it exits, start-up, data
+preparation, validation and the final sample included. The child is train.py's own ``main``
+with one hook that records the last training loss. Then, unless ``--bare-steps 0``, a bare
+PyTorch loop of the same shape (bench/train_step.py's ``bare``) runs ``--bare-steps`` steps on
+random batches for a tokens/s comparison (steady state, median step).
+
+``--flush-denormal`` applies the fix proposed for train.py (subnormal floats flushed to zero:
+without it, steps slow down as training goes on, up to ~10x at step 2000 on x86).
+
+Reference (nanoGPT's CPU recipe, same shape): val loss ~1.88 in ~73 s on this class of machine.
+Targets: val loss <= 1.88, wall <= 80 s, tokens/s >= the bare loop's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+def child(overrides: list[str], flush_denormal: bool) -> None:
+    sys.path.insert(0, str(ROOT))
+    sys.argv = [str(ROOT / "train.py"), *overrides]
+    import train
+    from models.tasks import LanguageModelTask
+
+    seen: dict[str, float] = {}
+    original_end = LanguageModelTask.on_train_end
+
+    def on_train_end(self) -> None:
+        loss = self.trainer.callback_metrics.get("train/loss")
+        if loss is not None:
+            seen["train_loss"] = float(loss)
+        original_end(self)
+
+    LanguageModelTask.on_train_end = on_train_end
+    original_train = train.train
+
+    def timed_train(settings):
+        if flush_denormal:  # the fix proposed for train.py's train(), at the same place
+            import torch
+
+            torch.set_flush_denormal(True)
+        metrics = original_train(settings)
+        seen.update({k: metrics.get(k) for k in ("val_loss", "best_val_loss", "tokens_per_sec",
+                                                   "train_seconds", "step")})
+        return metrics
+
+    train.train = timed_train
+    train.main()
+    print("BENCH " + json.dumps(seen))
+
+
+def run_once(data: Path, overrides: list[str], flush_denormal: bool) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="tinylm-shakespeare-") as run_dir:
+        command = [sys.executable, __file__, "--child",
+                   *(["--flush-denormal"] if flush_denormal else []), "--",
+                   "experiment=shakespeare_char",
+                   f"data.path={data}", *overrides, f"hydra.run.dir={run_dir}"]
+        started = time.perf_counter()
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"train.py failed:\n{proc.stderr[-3000:]}")
+    line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("BENCH "))
+    return {"wall_s": wall, **json.loads(line.removeprefix("BENCH "))}
+
+
+def bare_tokens_per_s(steps: int) -> float:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from train_step import SHAPES, run_bare
+
+    overrides, batch_size, _ = SHAPES["shakespeare_char"]
+    step_times = run_bare("shakespeare_char", steps + 10, "cpu", "32-true")[10:]
+    return batch_size * overrides["max_seq_len"] / statistics.median(step_times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--bare-steps", type=int, default=300)
+    parser.add_argument("--flush-denormal", action="store_true",
+                        help="apply the fix proposed for train.py: torch.set_flush_denormal")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="extra train.py overrides (after --)")
+    args = parser.parse_args()
+    if args.child:
+        child(args.overrides, args.flush_denormal)
+        return
+    if not args.data.is_file():
+        raise SystemExit(f"--data {args.data} is not a file; pass the tinyshakespeare.txt path")
+    runs = [run_once(args.data.resolve(), args.overrides, args.flush_denormal)
+            for _ in range(args.repeats)]
+    if args.flush_denormal:
+        print("with torch.set_flush_denormal(True) at the start of train() (proposed fix)")
+    print(f"python train.py experiment=shakespeare_char data.path={args.data} "
+          f"{' '.join(args.overrides)}")
+    print(f"{'run':>4}{'wall s':>9}{'train s':>9}{'tokens/s':>10}{'train loss':>12}"
+          f"{'val loss':>10}{'steps':>7}")
+    for index, r in enumerate(runs, 1):
+        print(f"{index:>4}{r['wall_s']:>9.1f}{r['train_seconds']:>9.1f}"
+              f"{r['tokens_per_sec']:>10,.0f}{r.get('train_loss', float('nan')):>12.4f}"
+              f"{r['val_loss']:>10.4f}{r['step']:>7}")
+    wall = statistics.median(r["wall_s"] for r in runs)
+    val = statistics.median(r["val_loss"] for r in runs)
+    tps = statistics.median(r["tokens_per_sec"] for r in runs)
+    print(f"final val loss {val:.4f} (target <= 1.88: {'ok' if val <= 1.88 else 'MISSED'}); "
+          f"wall {wall:.1f} s, start-up included (target <= 80 s: "
+          f"{'ok' if wall <= 80 else 'MISSED'})")
+    if args.bare_steps:
+        bare = bare_tokens_per_s(args.bare_steps)
+        print(f"tokens/s: train.py {tps:,.0f} (average over all steps, data and logging "
+              f"included) vs bare loop {bare:,.0f} (median step, random batches): ratio "
+              f"{tps / bare:.3f} (target >= 1: {'ok' if tps >= bare else 'MISSED'})")
+
+
+if __name__ == "__main__":
+    main()
