@@ -44,6 +44,12 @@ _quiet_lightning()
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Run the job ``cfg.mode`` describes and return its metrics."""
     settings = parse_settings(cfg)
+    import torch
+
+    # Subnormal floats are 10-100x slower on x86 CPUs, and training makes many: softmax
+    # gradients and Adam moments of tokens the model never predicts. Flushing them to zero
+    # took the shakespeare_char preset from 569 s to 86 s at the same validation loss.
+    torch.set_flush_denormal(True)
     job = {"train": train, "eval": evaluate, "generate": generate, "attention": attention,
            "export": export}
     return job[settings.run.mode](settings)
@@ -280,7 +286,7 @@ def model_config_summary(task) -> dict[str, int]:
 
 def _trainer(settings: Settings, out_dir: Path, arch: str):
     import lightning as L
-    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
 
     checkpointing = ModelCheckpoint(
         dirpath=out_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
@@ -291,6 +297,9 @@ def _trainer(settings: Settings, out_dir: Path, arch: str):
     logger = _logger(settings, out_dir)
     callbacks = [checkpointing, SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
                  *EXTRA_CALLBACKS]
+    if settings.trainer.enable_progress_bar:
+        # Redrawing the bar every step costs more than a small CPU step's logging.
+        callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     kwargs = settings.trainer.trainer_kwargs()

@@ -116,25 +116,27 @@ class LanguageModelTask(L.LightningModule):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         return self.model(input_ids, attention_mask=attention_mask)
 
-    def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-        """Mean cross-entropy over targets, the number of targets, and how many were right."""
+    def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Mean cross-entropy over the targets, and the logits [B, T, V]."""
         logits = self(batch["input_ids"], batch.get("attention_mask"))  # (B, T, V)
         labels = batch["labels"]  # (B, T), IGNORE_INDEX where there is no target
         loss = F.cross_entropy(
             logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX
         )
-        targets = labels != IGNORE_INDEX
-        correct = ((logits.argmax(-1) == labels) & targets).sum()
-        return loss, targets.sum(), correct
+        return loss, logits
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss, _, _ = self._loss(batch)
-        if not torch.isfinite(loss):
+        loss, _ = self._loss(batch)
+        # Logging (and, on accelerators, the finiteness check: it waits for the device) only
+        # on logging steps; a per-step self.log costs ~5% of a small CPU step.
+        logging_step = (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+        if (logging_step or self.device.type == "cpu") and not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss became {loss.item()} at step {self.global_step}. "
                 f"{_DIVERGENCE_HINT.format(lr=self.optim.lr)}"
             )
-        self.log("train/loss", loss, prog_bar=True)
+        if logging_step:
+            self.log("train/loss", loss, prog_bar=True)
         self._tokens_since_log += batch["input_ids"].numel()
         return loss
 
@@ -187,9 +189,12 @@ class LanguageModelTask(L.LightningModule):
         self._update_eval_metrics("test", batch)
 
     def _update_eval_metrics(self, stage: str, batch: dict[str, Tensor]) -> None:
-        loss, n_targets, correct = self._loss(batch)
+        loss, logits = self._loss(batch)
+        labels = batch["labels"]  # (B, T)
+        targets = labels != IGNORE_INDEX
+        n_targets = targets.sum()
         self._metrics[f"{stage}_loss"].update(loss, weight=n_targets)
-        self._metrics[f"{stage}_correct"].update(correct)
+        self._metrics[f"{stage}_correct"].update(((logits.argmax(-1) == labels) & targets).sum())
         self._metrics[f"{stage}_targets"].update(n_targets)
 
     def on_validation_epoch_end(self) -> None:
@@ -231,6 +236,8 @@ class LanguageModelTask(L.LightningModule):
             ],
             lr=self.optim.lr,
             betas=(self.optim.beta1, self.optim.beta2),
+            # One fused kernel instead of a loop over tensors: ~1 ms a step at small shapes.
+            fused=self.device.type in ("cpu", "cuda"),
         )
         total_steps = self.hparams["total_steps"]
         scheduler = torch.optim.lr_scheduler.LambdaLR(
