@@ -14,9 +14,6 @@ with one hook that records the last training loss. Then, unless ``--bare-steps 0
 PyTorch loop of the same shape (bench/train_step.py's ``bare``) runs ``--bare-steps`` steps on
 random batches for a tokens/s comparison (steady state, median step).
 
-``--flush-denormal`` applies the fix proposed for train.py (subnormal floats flushed to zero:
-without it, steps slow down as training goes on, up to ~10x at step 2000 on x86).
-
 Reference (nanoGPT's CPU recipe, same shape): val loss ~1.88 in ~73 s on this class of machine.
 Targets: val loss <= 1.88, wall <= 80 s, tokens/s >= the bare loop's.
 """
@@ -36,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 
-def child(overrides: list[str], flush_denormal: bool) -> None:
+def child(overrides: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     sys.argv = [str(ROOT / "train.py"), *overrides]
     import train
@@ -55,10 +52,6 @@ def child(overrides: list[str], flush_denormal: bool) -> None:
     original_train = train.train
 
     def timed_train(settings):
-        if flush_denormal:  # the fix proposed for train.py's train(), at the same place
-            import torch
-
-            torch.set_flush_denormal(True)
         metrics = original_train(settings)
         seen.update({k: metrics.get(k) for k in ("val_loss", "best_val_loss", "tokens_per_sec",
                                                    "train_seconds", "step")})
@@ -69,10 +62,9 @@ def child(overrides: list[str], flush_denormal: bool) -> None:
     print("BENCH " + json.dumps(seen))
 
 
-def run_once(data: Path, overrides: list[str], flush_denormal: bool) -> dict[str, float]:
+def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="tinylm-shakespeare-") as run_dir:
-        command = [sys.executable, __file__, "--child",
-                   *(["--flush-denormal"] if flush_denormal else []), "--",
+        command = [sys.executable, __file__, "--child", "--",
                    "experiment=shakespeare_char",
                    f"data.path={data}", *overrides, f"hydra.run.dir={run_dir}"]
         started = time.perf_counter()
@@ -98,20 +90,16 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--bare-steps", type=int, default=300)
-    parser.add_argument("--flush-denormal", action="store_true",
-                        help="apply the fix proposed for train.py: torch.set_flush_denormal")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="extra train.py overrides (after --)")
     args = parser.parse_args()
     if args.child:
-        child(args.overrides, args.flush_denormal)
+        child(args.overrides)
         return
     if not args.data.is_file():
         raise SystemExit(f"--data {args.data} is not a file; pass the tinyshakespeare.txt path")
-    runs = [run_once(args.data.resolve(), args.overrides, args.flush_denormal)
+    runs = [run_once(args.data.resolve(), args.overrides)
             for _ in range(args.repeats)]
-    if args.flush_denormal:
-        print("with torch.set_flush_denormal(True) at the start of train() (proposed fix)")
     print(f"python train.py experiment=shakespeare_char data.path={args.data} "
           f"{' '.join(args.overrides)}")
     print(f"{'run':>4}{'wall s':>9}{'train s':>9}{'tokens/s':>10}{'train loss':>12}"
