@@ -22,7 +22,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from conf.schema import Settings, cli_overrides, parse_settings
+from conf.schema import (
+    Settings,
+    check_data_files,
+    check_no_model_overrides,
+    check_resume_model,
+    cli_overrides,
+    parse_settings,
+)
 
 # Quiet, offline-safe defaults; the environment can still override each one.
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -94,9 +101,9 @@ def train(settings: Settings) -> dict[str, Any]:
     L.seed_everything(settings.run.seed, workers=True, verbose=False)
     resumed_hparams = read_checkpoint(resume)["hyper_parameters"] if resume else None
     if resumed_hparams:
-        _check_same_model(resume, resumed_hparams["model_config"], settings.model)
+        check_resume_model(resume, resumed_hparams["model_config"], settings.model)
     tokenizer_json = resumed_hparams["tokenizer_json"] if resumed_hparams else None
-    _check_data_files(settings.data)
+    check_data_files(settings.data)
 
     arch = settings.model["arch"]
     dm = _datamodule(settings, arch, settings.model["max_seq_len"], tokenizer_json)
@@ -206,40 +213,6 @@ def _sweep_job_state(out_dir: Path, resume: str | None) -> tuple[dict | None, st
         print(f"tinylm: resuming the unfinished job in {out_dir} from {last}")
         return None, str(last)
     return None, resume
-
-
-def _check_same_model(ckpt: str, trained: dict[str, Any], requested: dict[str, Any]) -> None:
-    """Resuming needs the model of the checkpoint: say which keys differ, before any data."""
-    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
-    differ = [k for k in requested if k not in filled and trained.get(k) != requested[k]]
-    if not differ:
-        return
-    if "arch" in differ:
-        def named(arch: str) -> str:
-            return "a decoder (model=gpt)" if arch == "decoder" else "an encoder (model=bert)"
-
-        raise ValueError(
-            f"ckpt_path={ckpt} holds {named(trained['arch'])} but the model config builds "
-            f"{named(requested['arch'])}; resume with the checkpoint's model, or start a new "
-            "run without ckpt_path"
-        )
-    pairs = ", ".join(f"model.{k}={requested[k]} (checkpoint: {trained.get(k)})" for k in differ)
-    raise ValueError(
-        f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
-        "checkpoint's model.* settings, or start a new run without ckpt_path"
-    )
-
-
-def _check_data_files(data) -> None:
-    """An empty data file is named before the datasets library trips over it."""
-    if data.source != "files" or not data.path:
-        return
-    path = Path(data.path).expanduser()
-    if path.is_file() and path.stat().st_size == 0:
-        raise ValueError(
-            f"data.path={data.path} is an empty file: the corpus has no text. Point data.path "
-            "at a file (or directory, or glob) with text in it"
-        )
 
 
 def _prepare(dm, data, stage: str) -> None:
@@ -391,7 +364,7 @@ def evaluate(settings: Settings) -> dict[str, Any]:
 
     target = Path(settings.run.ckpt_path)
     checkpoints = _checkpoints_to_evaluate(target)
-    _check_no_model_overrides(settings, checkpoints[0])
+    check_no_model_overrides(settings, checkpoints[0])
     rows = [_evaluate_one(ckpt, settings) for ckpt in checkpoints]
     columns = ["checkpoint", "arch", "split", "loss", "ppl", "bpc", "acc", "step"]
     table = markdown_table(columns, [{c: _cell(r.get(c)) for c in columns} for r in rows])
@@ -472,36 +445,6 @@ def _eval_data_config(trained: Any, settings: Settings) -> Any:
     return replace(trained, split=settings.data.split, **changed)
 
 
-def _check_no_model_overrides(settings: Settings, ckpt: Path) -> None:
-    """eval/generate/attention/export take the model from the checkpoint: a model.* (or
-    model=) on the command line would be silently ignored, so it is refused instead. A
-    larger model.max_seq_len is the case users hit: the learned position table of the
-    checkpoint has exactly max_seq_len rows."""
-    from models.checkpoint import read_checkpoint
-
-    asked = [k for k in cli_overrides() if k == "model" or k.startswith("model.")]
-    if not asked:
-        return
-    trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
-    mode = settings.run.mode
-    table = trained["max_seq_len"]
-    if "model.max_seq_len" in asked and settings.model["max_seq_len"] > table:
-        raise ValueError(
-            f"model.max_seq_len={settings.model['max_seq_len']} is larger than the position "
-            f"table of {ckpt} ({table} positions); mode={mode} uses the checkpoint's model: "
-            f"drop model.max_seq_len (generation slides a window of {table} tokens over longer "
-            "texts)"
-        )
-    differ = [k for k in asked if k == "model" and settings.model["arch"] != trained["arch"]
-              or k != "model" and settings.model.get(k[6:]) != trained.get(k[6:])]
-    if differ:
-        raise ValueError(
-            f"mode={mode} takes the model config from the checkpoint {ckpt}, which differs from "
-            f"{', '.join(differ)} on the command line: drop them (to train another model, use "
-            "mode=train)"
-        )
-
-
 # --------------------------------------------------------------------------- export
 
 
@@ -511,7 +454,7 @@ def export(settings: Settings) -> dict[str, Any]:
     from models.checkpoint import export_safetensors
 
     ckpt = Path(settings.run.ckpt_path)
-    _check_no_model_overrides(settings, ckpt)
+    check_no_model_overrides(settings, ckpt)
     out = export_safetensors(ckpt, ckpt.with_suffix(".safetensors"))
     print(f"wrote {out}")
     return {"safetensors": str(out)}
@@ -525,7 +468,7 @@ def generate(settings: Settings) -> dict[str, Any]:
     from models.checkpoint import load_checkpoint
 
     loaded = load_checkpoint(settings.run.ckpt_path)
-    _check_no_model_overrides(settings, loaded.path)
+    check_no_model_overrides(settings, loaded.path)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     if loaded.config.arch == "decoder":
         text = _generate_text(loaded.model, tokenizer, settings, settings.run.prompt or "")
@@ -600,7 +543,7 @@ def attention(settings: Settings) -> dict[str, Any]:
     from models.report import plot_attention
 
     loaded = load_checkpoint(settings.run.ckpt_path)
-    _check_no_model_overrides(settings, loaded.path)
+    check_no_model_overrides(settings, loaded.path)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     prompt = settings.run.prompt or "The quick brown fox"
     ids = tokenizer.encode(prompt).ids[: loaded.config.max_seq_len]

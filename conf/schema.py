@@ -3,11 +3,14 @@
 ``model`` and ``data`` are validated by ``models.config.ModelConfig`` and
 ``data.config.DataConfig``, ``optim`` by ``models.tasks.OptimConfig``. ``parse_settings`` checks
 all of them before any data is touched, so a typo costs seconds, not a tokenization run.
+The ``check_*`` functions at the end hold settings against what already exists: the
+checkpoint being resumed or read, and the data files.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -167,3 +170,68 @@ def cli_overrides() -> dict[str, str]:
     return {k.lstrip("+~"): v for k, v in pairs}
 
 
+# ------------------------------------------- settings checked against checkpoints and files
+
+
+def check_resume_model(ckpt: str, trained: dict[str, Any], requested: dict[str, Any]) -> None:
+    """Resuming needs the model of the checkpoint: say which keys differ, before any data."""
+    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
+    differ = [k for k in requested if k not in filled and trained.get(k) != requested[k]]
+    if not differ:
+        return
+    if "arch" in differ:
+        def named(arch: str) -> str:
+            return "a decoder (model=gpt)" if arch == "decoder" else "an encoder (model=bert)"
+
+        raise ValueError(
+            f"ckpt_path={ckpt} holds {named(trained['arch'])} but the model config builds "
+            f"{named(requested['arch'])}; resume with the checkpoint's model, or start a new "
+            "run without ckpt_path"
+        )
+    pairs = ", ".join(f"model.{k}={requested[k]} (checkpoint: {trained.get(k)})" for k in differ)
+    raise ValueError(
+        f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
+        "checkpoint's model.* settings, or start a new run without ckpt_path"
+    )
+
+
+def check_data_files(data) -> None:
+    """An empty data file is named before the datasets library trips over it."""
+    if data.source != "files" or not data.path:
+        return
+    path = Path(data.path).expanduser()
+    if path.is_file() and path.stat().st_size == 0:
+        raise ValueError(
+            f"data.path={data.path} is an empty file: the corpus has no text. Point data.path "
+            "at a file (or directory, or glob) with text in it"
+        )
+
+
+def check_no_model_overrides(settings: Settings, ckpt: Path) -> None:
+    """eval/generate/attention/export take the model from the checkpoint: a model.* (or
+    model=) on the command line would be silently ignored, so it is refused instead. A
+    larger model.max_seq_len is the case users hit: the learned position table of the
+    checkpoint has exactly max_seq_len rows."""
+    from models.checkpoint import read_checkpoint
+
+    asked = [k for k in cli_overrides() if k == "model" or k.startswith("model.")]
+    if not asked:
+        return
+    trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
+    mode = settings.run.mode
+    table = trained["max_seq_len"]
+    if "model.max_seq_len" in asked and settings.model["max_seq_len"] > table:
+        raise ValueError(
+            f"model.max_seq_len={settings.model['max_seq_len']} is larger than the position "
+            f"table of {ckpt} ({table} positions); mode={mode} uses the checkpoint's model: "
+            f"drop model.max_seq_len (generation slides a window of {table} tokens over longer "
+            "texts)"
+        )
+    differ = [k for k in asked if k == "model" and settings.model["arch"] != trained["arch"]
+              or k != "model" and settings.model.get(k[6:]) != trained.get(k[6:])]
+    if differ:
+        raise ValueError(
+            f"mode={mode} takes the model config from the checkpoint {ckpt}, which differs from "
+            f"{', '.join(differ)} on the command line: drop them (to train another model, use "
+            "mode=train)"
+        )
