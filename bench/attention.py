@@ -57,34 +57,11 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from models.attention import MultiHeadAttention  # noqa: E402
+from tests.seed_references import Seed000SelfAttention  # noqa: E402
 
 SHAPES = [(8, 128, 256, 4), (16, 256, 384, 6), (4, 512, 256, 8)]
 MEMORY_SHAPE = (4, 1024, 256, 8)
 DROPOUTS = [0.0, 0.1]
-
-
-class NaiveSelfAttention(nn.Module):
-    """Seed 000's formulation: fused qkv, explicit [B, H, T, T] scores, -1e4 fill, two dropouts."""
-
-    def __init__(self, width: int, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.width, self.heads, self.head_dim = width, heads, width // heads
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
-        self.attn_drop = nn.Dropout(dropout)
-        self.proj_drop = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, attention_mask: Tensor) -> Tensor:
-        b, t, d = x.shape
-        q, k, v = torch.split(self.qkv(x), self.width, dim=-1)  # (B, T, d) each
-        q = q.reshape(b, t, self.heads, self.head_dim).permute(0, 2, 1, 3)  # (B, H, T, D)
-        k = k.reshape(b, t, self.heads, self.head_dim).permute(0, 2, 1, 3)
-        v = v.reshape(b, t, self.heads, self.head_dim).permute(0, 2, 1, 3)
-        scores = q @ k.permute(0, 1, 3, 2) / self.head_dim**0.5  # (B, H, T, T)
-        scores = scores.masked_fill(attention_mask.reshape(b, 1, 1, t) == 0, -1e4)
-        probs = self.attn_drop(torch.softmax(scores, dim=-1))
-        out = (probs @ v).permute(0, 2, 1, 3).reshape(b, t, d)  # (B, T, d)
-        return self.proj_drop(self.out(out))
 
 
 class Floor(nn.Module):
@@ -130,7 +107,7 @@ def make_candidates(
         "ours causal": (MultiHeadAttention(width, heads, dropout),
                         lambda m, x: m(x, causal=True)),
         "floor causal": (Floor(width, heads, dropout), lambda m, x: m(x, None, True)),
-        "naive": (NaiveSelfAttention(width, heads, dropout), lambda m, x: m(x, pad)),
+        "naive": (Seed000SelfAttention(width, heads, dropout), lambda m, x: m(x, pad)),
         "torch MHA": (nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True),
                       lambda m, x: m(x, x, x, key_padding_mask=key_padding,
                                      need_weights=False)[0]),
