@@ -144,7 +144,7 @@ def test_bad_override_prints_a_message_not_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path) -> None:
+def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path, make_cfg) -> None:
     sweep = tmp_path / "sweep"
     proc = _train_py(
         "-m", *TINY, "trainer.max_steps=10", "trainer.val_check_interval=5",
@@ -165,6 +165,10 @@ def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path) -> None:
     assert (sweep / "heatmap_val_loss.png").read_bytes()[:4] == b"\x89PNG"
     # Each run has its own directory and checkpoints.
     assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
+    # mode=eval on the sweep directory evaluates every run's best checkpoint into one table.
+    rows = run(make_cfg("mode=eval", f"ckpt_path={sweep}"))["results"]
+    assert [Path(r["checkpoint"]).parts[-3] for r in rows] == ["0", "1"]
+    assert json.loads((sweep / "eval.json").read_text()) == rows
 
 
 def test_wandb_offline_run_touches_no_network(make_cfg, monkeypatch) -> None:
