@@ -85,7 +85,9 @@ def _summary_row(run: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
 
 def _fmt(value: Any) -> Any:
     if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return "" if value is None else value
 
 
@@ -124,10 +126,14 @@ def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: 
     ax.set_yticks(range(len(row_values)), row_values)
     ax.set_xlabel(col_key or "")
     ax.set_ylabel(row_key)
+    low, high = image.get_clim()
     for i, row in enumerate(grid):
         for j, loss in enumerate(row):
             text = f"{loss:.3f}" if math.isfinite(loss) else ("failed" if failed[i][j] else "-")
-            ax.text(j, i, text, ha="center", va="center", color="white", fontsize=9)
+            # Dark text on the light (low-loss) end of the colour map, white on the dark end.
+            light = math.isfinite(loss) and (loss - low) <= 0.5 * (high - low)
+            ax.text(j, i, text, ha="center", va="center", fontsize=9,
+                    color="black" if light else "white")
     ax.set_title("validation loss")
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
