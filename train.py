@@ -551,7 +551,8 @@ def attention(settings: Settings) -> dict[str, Any]:
         raise ValueError(f"prompt={prompt!r} encodes to no tokens; give a non-empty prompt")
     with torch.inference_mode():
         _, attentions = loaded.model(torch.tensor([ids]), output_attentions=True)
-    tokens = [tokenizer.id_to_token(i) for i in ids]
+    # Decoded one by one, so byte-level BPE shows " class" rather than "Ġclass".
+    tokens = [tokenizer.decode([i]) or tokenizer.id_to_token(i) for i in ids]
     out = Path(settings.run.ckpt_path).parent / "attention.png"
     plot_attention([a[0].numpy() for a in attentions], tokens, out,
                    title=f"{loaded.config.arch}: {prompt!r}")
