@@ -53,29 +53,32 @@ from models.config import ModelConfig  # noqa: E402
 from models.tasks import warmup_cosine  # noqa: E402
 from models.transformer import Decoder  # noqa: E402
 
-# name -> (model overrides of conf/model/gpt.yaml, batch size, optimiser settings)
-SHAPES = {
-    "default": (
-        {"max_seq_len": 128, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
-         "dropout": 0.1, "vocab_size": 2048},
-        32,
-        {"lr": 1e-3, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "warmup_steps": 30,
-         "min_lr_ratio": 0.1},
-    ),
-    "shakespeare_char": (
-        {"max_seq_len": 64, "hidden_size": 128, "num_layers": 4, "num_heads": 4,
-         "dropout": 0.0, "vocab_size": 65},
-        12,
-        {"lr": 1e-3, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "warmup_steps": 100,
-         "min_lr_ratio": 0.1},
-    ),
+# name -> (Hydra overrides, vocabulary size of that run's tokenizer)
+RUNS = {
+    "default": ([], 2048),  # `python train.py`: BPE of 2048 on the built-in corpus
+    "shakespeare_char": (["experiment=shakespeare_char"], 65),  # characters of Shakespeare
 }
+
+
+def _compose(shape: str) -> tuple[dict, int, dict]:
+    """(model config dict, batch size, optim dict) exactly as train.py would compose them."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    overrides, vocab_size = RUNS[shape]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=overrides))
+    model = {**cfg["model"], "vocab_size": vocab_size, "pad_token_id": 0}
+    return model, cfg["data"]["batch_size"], cfg["optim"]
+
+
+SHAPES = {name: _compose(name) for name in RUNS}
 TOTAL_STEPS = 2000  # the schedule's length: only its shape matters here
 
 
 def model_config(shape: str) -> ModelConfig:
-    overrides, _, _ = SHAPES[shape]
-    return ModelConfig(**{**overrides, "pad_token_id": 0})
+    model, _, _ = SHAPES[shape]
+    return ModelConfig.from_dict(model)
 
 
 def make_batches(shape: str, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:

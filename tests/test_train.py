@@ -178,3 +178,16 @@ def test_wandb_offline_run_touches_no_network(make_cfg, monkeypatch) -> None:
     metrics = run(cfg)
     assert metrics["status"] == "completed"
     assert list(Path(cfg.output_dir).glob("wandb/offline-run-*")), "no offline wandb run dir"
+
+
+def test_experiment_preset_overrides_top_level_defaults() -> None:
+    """A preset must win over config.yaml's own keys (optim), not only over other groups."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=shakespeare_char"])
+    assert (cfg.optim.warmup_steps, cfg.optim.beta2, cfg.optim.lr) == (100, 0.99, 1e-3)
+    assert (cfg.model.num_layers, cfg.model.num_heads, cfg.model.hidden_size,
+            cfg.model.max_seq_len, cfg.model.dropout) == (4, 4, 128, 64, 0.0)
+    assert (cfg.data.source, cfg.data.tokenizer, cfg.data.batch_size) == ("files", "char", 12)
+    assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval) == (2000, 250)
