@@ -171,8 +171,8 @@ def _fit(trainer, task, dm, resume: str | None, out_dir: Path) -> None:
     raised (one line for the user, exit code 130/143)."""
     import signal
 
+    from models.fault_tolerance import SaveOnInterrupt
     from models.report import write_metrics
-    from models.tasks import SaveOnInterrupt
 
     guard = next(c for c in trainer.callbacks if isinstance(c, SaveOnInterrupt))
     try:
@@ -265,7 +265,7 @@ def _trainer(settings: Settings, out_dir: Path, arch: str):
         dirpath=out_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
         save_top_k=1, save_last=True, auto_insert_metric_name=False,
     )
-    from models.tasks import AtomicCheckpointIO, SaveOnInterrupt
+    from models.fault_tolerance import AtomicCheckpointIO, SaveOnInterrupt
 
     logger = _logger(settings, out_dir)
     callbacks = [checkpointing, SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),

@@ -8,34 +8,22 @@ loads with ``torch.load(weights_only=True)`` and rebuilds model and tokenizer wi
 from __future__ import annotations
 
 import math
-import os
-import random
-import signal
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
 from models.config import ModelConfig, check_known_keys
+from models.fault_tolerance import DIVERGENCE_HINT, rng_states, set_rng_states
 from models.transformer import Decoder, Encoder
 
 IGNORE_INDEX = -100
-_DIVERGENCE_HINT = (
-    "Likely causes: a learning rate too high (optim.lr={lr}; try 3x smaller, or a longer "
-    "optim.warmup_steps), or fp16 overflow (use trainer.precision=bf16-mixed or 32-true). "
-    "Nothing was saved after the divergence: the last checkpoint is intact."
-)
 
 
 @dataclass
@@ -133,7 +121,7 @@ class LanguageModelTask(L.LightningModule):
         if (logging_step or self.device.type == "cpu") and not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss became {loss.item()} at step {self.global_step}. "
-                f"{_DIVERGENCE_HINT.format(lr=self.optim.lr)}"
+                f"{DIVERGENCE_HINT.format(lr=self.optim.lr)}"
             )
         if logging_step:
             self.log("train/loss", loss, prog_bar=True)
@@ -212,7 +200,7 @@ class LanguageModelTask(L.LightningModule):
             # Stop before ModelCheckpoint saves these weights as last.ckpt.
             raise FloatingPointError(
                 f"validation loss became {loss.item()} at step {self.global_step}: the weights "
-                f"diverged. {_DIVERGENCE_HINT.format(lr=self.optim.lr)}"
+                f"diverged. {DIVERGENCE_HINT.format(lr=self.optim.lr)}"
             )
         # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
         # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
@@ -285,124 +273,3 @@ def _peak_flops(device: torch.device, precision: str) -> float | None:
         torch.float16 if "16" in str(precision) else torch.float32
     )
     return get_available_flops(device, dtype)
-
-
-# --------------------------------------------------------------------------- fault tolerance
-
-
-def rng_states() -> dict[str, Any]:
-    """torch / numpy / Python RNG states as plain types (loadable with weights_only=True)."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    states: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "python": random.getstate(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states: dict[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    numpy = states["numpy"]
-    np.random.set_state((numpy["kind"], numpy["keys"].numpy().astype(np.uint32), numpy["pos"],
-                         numpy["has_gauss"], numpy["cached_gaussian"]))
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write ``NAME.tmp`` beside the checkpoint, fsync, then ``os.replace``: a crash or an
-    error mid-write leaves the previous checkpoint whole.
-
-    Lightning's own ``_atomic_save`` serialises to memory first, then goes through fsspec, whose
-    local "transaction" writes a temp file in the system temp directory and ``shutil.move``s
-    it: a copy, not a rename, when /tmp is another filesystem. Remote URLs keep Lightning's way.
-    Weights that hold NaN/Inf are refused, so a diverged run never replaces a good checkpoint.
-    """
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
-                        storage_options: Any | None = None) -> None:
-        _refuse_non_finite(checkpoint, path)
-        if "://" in str(path):
-            return super().save_checkpoint(checkpoint, path, storage_options)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return None
-
-
-def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
-    bad = [name for name, value in checkpoint.get("state_dict", {}).items()
-           if torch.is_tensor(value) and value.is_floating_point()
-           and not bool(torch.isfinite(value).all())]
-    if bad:
-        lr = checkpoint.get("hyper_parameters", {}).get("optim_config", {}).get("lr")
-        raise FloatingPointError(
-            f"not saving {path}: weights {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
-            f"hold NaN/Inf at step {checkpoint.get('global_step')}. "
-            f"{_DIVERGENCE_HINT.format(lr=lr)}"
-        )
-
-
-class SaveOnInterrupt(L.Callback):
-    """SIGTERM or SIGINT (Ctrl-C) stops training after the current step and saves a
-    resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG states).
-
-    Builds on Lightning's SIGTERM handling: its handler sets ``trainer.received_sigterm`` and
-    the loops raise ``SIGTERMException`` at the end of the step (all DDP ranks together, rank
-    0's flag is broadcast every step); ``on_exception`` then saves. Ctrl-C is routed into the
-    same path instead of a ``KeyboardInterrupt`` in the middle of an optimiser step; a second
-    Ctrl-C stops at once, without saving.
-    """
-
-    def __init__(self, ckpt_path: str | Path) -> None:
-        self.ckpt_path = Path(ckpt_path)
-        self.signal: int | None = None
-        self.saved: Path | None = None
-        self.step: int | None = None
-        self._trainer: L.Trainer | None = None
-        self._previous: dict[int, Any] = {}
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Lightning registered its SIGTERM handler just before; ours wraps it. Lightning's
-        # teardown puts back the handlers it found, ours included.
-        if threading.current_thread() is not threading.main_thread():
-            return
-        self._trainer = trainer
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._on_signal)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if signum == signal.SIGINT and self.signal is not None:
-            raise KeyboardInterrupt  # the second Ctrl-C: stop now
-        self.signal = signum
-        previous = self._previous.get(signum)
-        if signum == signal.SIGTERM and callable(previous):
-            previous(signum, frame)  # Lightning's: kills launched children, sets the flag
-        elif self._trainer is not None:
-            self._trainer._signal_connector.received_sigterm = True
-
-    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule,
-                     exception: BaseException) -> None:
-        if not isinstance(exception, SIGTERMException):
-            return  # a crash or a NaN: the last regular checkpoint stays as it is
-        if self.signal is None:
-            self.signal = signal.SIGTERM
-        trainer.save_checkpoint(self.ckpt_path)  # every rank: it holds a barrier
-        self.saved = self.ckpt_path
-        self.step = trainer.global_step

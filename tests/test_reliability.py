@@ -111,7 +111,7 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_failed_write_leaves_the_previous_checkpoint(tiny_ckpt: Path, tmp_path: Path,
                                                      monkeypatch) -> None:
     from models.checkpoint import read_checkpoint
-    from models.tasks import AtomicCheckpointIO
+    from models.fault_tolerance import AtomicCheckpointIO
 
     target = tmp_path / "last.ckpt"
     target.write_bytes(tiny_ckpt.read_bytes())
@@ -186,7 +186,7 @@ def test_nan_weights_at_a_validation_step_are_never_saved(make_cfg, inject, tmp_
 
 
 def test_checkpoint_io_refuses_nan_weights(tiny_ckpt: Path, tmp_path: Path) -> None:
-    from models.tasks import AtomicCheckpointIO
+    from models.fault_tolerance import AtomicCheckpointIO
 
     checkpoint = torch.load(tiny_ckpt, weights_only=True)
     name = next(iter(checkpoint["state_dict"]))
