@@ -519,7 +519,7 @@ def _fill_mask_text(model, tokenizer, prompt: str | None) -> str:
     if specials.mask not in prompt:
         raise ValueError(
             f"prompt={prompt!r} has no {specials.mask} token to fill; an encoder fills masks, "
-            f"e.g. prompt=\"The {specials.mask} is returned.\""
+            f"e.g. 'prompt=\"The {specials.mask} is returned.\"' (quoted whole for Hydra)"
         )
     # The encoder was trained on [CLS] ... [SEP] examples; the tokenizer adds neither.
     ids = [specials.cls_id, *tokenizer.encode(prompt).ids, specials.sep_id]
