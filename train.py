@@ -380,13 +380,15 @@ def _cell(value: Any) -> Any:
 
 
 def _checkpoints_to_evaluate(target: Path) -> list[Path]:
+    from models.report import natural_key
+
     if target.is_file():
         return [target]
     if not target.is_dir():
         raise FileNotFoundError(f"ckpt_path={target} does not exist")
     own = target / "checkpoints" / "best.ckpt"
     found = [own] if own.is_file() else sorted(
-        target.glob("*/checkpoints/best.ckpt"), key=lambda p: _natural_key(p.parent.parent.name)
+        target.glob("*/checkpoints/best.ckpt"), key=lambda p: natural_key(p.parent.parent.name)
     )
     if not found:
         raise FileNotFoundError(
@@ -394,10 +396,6 @@ def _checkpoints_to_evaluate(target: Path) -> list[Path]:
             "checkpoint file, a run directory or a sweep directory"
         )
     return found
-
-
-def _natural_key(name: str) -> tuple[int, str]:
-    return (int(name), "") if name.isdigit() else (sys.maxsize, name)
 
 
 def _evaluate_one(ckpt: Path, settings: Settings) -> dict[str, Any]:

@@ -44,8 +44,7 @@ def collect_runs(sweep_dir: Path) -> list[dict[str, Any]]:
         metrics = read_metrics(run_dir) if run_dir.is_dir() else None
         if metrics is not None:
             runs.append({"run": run_dir.name, **metrics})
-    return sorted(runs, key=lambda r: (not r["run"].isdigit(), int(r["run"]) if
-                                       r["run"].isdigit() else 0, r["run"]))
+    return sorted(runs, key=lambda r: natural_key(r["run"]))
 
 
 def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -106,7 +105,7 @@ def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: 
 
     def values_of(key: str | None) -> list[str]:
         seen = [str(r["overrides"].get(key)) for r in runs] if key else [""]
-        return sorted(set(seen), key=_natural)
+        return sorted(set(seen), key=natural_key)
 
     row_values, col_values = values_of(row_key), values_of(col_key)
     grid = [[math.nan] * len(col_values) for _ in row_values]
@@ -141,7 +140,8 @@ def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: 
     return out_path
 
 
-def _natural(value: str) -> tuple[int, float, str]:
+def natural_key(value: str) -> tuple[int, float, str]:
+    """Sort numbers by value ("2" before "10"), then anything else by name."""
     try:
         return (0, float(value), value)
     except ValueError:

@@ -206,10 +206,13 @@ class LanguageModelTask(L.LightningModule):
         # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
         self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), sync_dist=True)
-        for name, value in self.extra_metrics(stage, loss, metrics).items():
+        # Accuracy over the targets: the next token (decoder) or the masked token (encoder).
+        accuracy = metrics[f"{stage}_correct"] / metrics[f"{stage}_targets"].clamp(min=1)
+        self.log(f"{stage}/acc", accuracy, sync_dist=True)
+        for name, value in self.extra_metrics(stage, loss).items():
             self.log(f"{stage}/{name}", value, sync_dist=True)
 
-    def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
+    def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         return {}
 
     def configure_optimizers(self) -> dict[str, Any]:
@@ -242,7 +245,7 @@ class LanguageModelTask(L.LightningModule):
 class CausalLMTask(LanguageModelTask):
     """Next-token prediction for the decoder; reports bits per character too."""
 
-    def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
+    def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         split = "validation" if stage == "val" else stage
         chars_per_token = self.hparams["chars_per_token"].get(split)
         if not chars_per_token:
@@ -252,11 +255,8 @@ class CausalLMTask(LanguageModelTask):
 
 
 class MaskedLMTask(LanguageModelTask):
-    """Masked-language modelling for the encoder; reports masked-token accuracy too."""
-
-    def extra_metrics(self, stage: str, loss: Tensor, metrics: dict[str, Tensor]) -> dict[str, Any]:
-        targets = metrics[f"{stage}_targets"].clamp(min=1)
-        return {"acc": metrics[f"{stage}_correct"] / targets}
+    """Masked-language modelling for the encoder: loss, perplexity and accuracy on the masked
+    tokens only (the collator's labels are IGNORE_INDEX everywhere else)."""
 
 
 def task_class(arch: str) -> type[LanguageModelTask]:

@@ -46,6 +46,7 @@ def test_gpt_trains_and_writes_its_run_dir(gpt_run: tuple[Path, dict]) -> None:
                  "metrics.json"):
         assert (out / name).is_file(), name
     assert metrics["status"] == "completed" and metrics["step"] == 30
+    assert 0.0 < metrics["val_acc"] < 1.0  # next-token accuracy
     assert metrics["val_bpc"] > 0 and metrics["val_ppl"] == pytest.approx(
         torch.exp(torch.tensor(metrics["val_loss"])).item(), rel=1e-4)
     saved = json.loads((out / "metrics.json").read_text())
