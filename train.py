@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -87,6 +86,7 @@ def _global_rank() -> int:
 def train(settings: Settings) -> dict[str, Any]:
     import lightning as L
 
+    from data.tokenizer import save_tokenizer
     from models.checkpoint import read_checkpoint
     from models.config import ModelConfig
     from models.report import write_metrics
@@ -109,14 +109,12 @@ def train(settings: Settings) -> dict[str, Any]:
     dm = _datamodule(settings, arch, settings.model["max_seq_len"], tokenizer_json)
     _prepare(dm, settings.data, "fit")
     model_config = ModelConfig.from_dict(_model_dict(settings.model, dm))
-    total_steps = _total_steps(settings, dm)
     task = task_class(arch)(
         model_config=model_config.to_dict(),
         optim_config=asdict(settings.optim),
         tokenizer_json=dm.tokenizer.to_str(),
         data_config=asdict(settings.data),
         chars_per_token=dict(dm.chars_per_token),
-        total_steps=total_steps,
     )
     if resumed_hparams and resumed_hparams["model_config"] != task.hparams["model_config"]:
         raise ValueError(
@@ -126,7 +124,7 @@ def train(settings: Settings) -> dict[str, Any]:
     params = model_config_summary(task)
     if _global_rank() == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
-        dm.tokenizer.save(str(out_dir / "tokenizer.json"))
+        save_tokenizer(dm.tokenizer, out_dir)
         print(f"tinylm: {arch} with {params['params']:,} parameters "
               f"({params['params_with_embeddings']:,} with embeddings), run dir {out_dir}")
 
@@ -240,14 +238,6 @@ def _datamodule(settings: Settings, arch: str, max_seq_len: int, tokenizer_json:
 def _model_dict(model: dict[str, Any], dm) -> dict[str, Any]:
     """The model config with what the tokenizer decides (vocabulary and special ids)."""
     return {**model, "vocab_size": dm.vocab_size, "pad_token_id": dm.pad_token_id}
-
-
-def _total_steps(settings: Settings, dm) -> int:
-    trainer = settings.trainer
-    if trainer.max_steps > 0:
-        return trainer.max_steps
-    batches = len(dm.train_dataloader())
-    return math.ceil(batches / trainer.accumulate_grad_batches) * trainer.max_epochs
 
 
 def model_config_summary(task) -> dict[str, int]:
@@ -412,7 +402,8 @@ def _evaluate_one(ckpt: Path, settings: Settings) -> dict[str, Any]:
     dm = _datamodule(replace(settings, data=data_config), arch,
                      hparams["model_config"]["max_seq_len"], hparams["tokenizer_json"])
     _prepare(dm, data_config, "validate" if data_config.split == "validation" else "test")
-    task = task_class(arch)(**hparams)
+    # bpc divides by the characters per token of the data evaluated, not of the training run.
+    task = task_class(arch)(**{**hparams, "chars_per_token": dict(dm.chars_per_token)})
     task.load_state_dict(checkpoint["state_dict"])
     trainer = L.Trainer(
         accelerator=settings.trainer.accelerator, devices=1, logger=False,
@@ -440,7 +431,7 @@ def _eval_data_config(trained: Any, settings: Settings) -> Any:
         return settings.data
     changed = {k.removeprefix("data."): getattr(settings.data, k.removeprefix("data."))
                for k in overrides if k.startswith("data.")}
-    return replace(trained, split=settings.data.split, **changed)
+    return replace(trained, **{"split": settings.data.split, **changed})
 
 
 # --------------------------------------------------------------------------- export
@@ -544,7 +535,12 @@ def attention(settings: Settings) -> dict[str, Any]:
     check_no_model_overrides(settings, loaded.path)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     prompt = settings.run.prompt or "The quick brown fox"
-    ids = tokenizer.encode(prompt).ids[: loaded.config.max_seq_len]
+    ids = tokenizer.encode(prompt).ids
+    if len(ids) > loaded.config.max_seq_len:  # as generate does: the model reads the last ones
+        print(f"tinylm: the prompt has {len(ids)} tokens, more than the context of "
+              f"{loaded.config.max_seq_len}; showing its last {loaded.config.max_seq_len}",
+              file=sys.stderr)
+        ids = ids[-loaded.config.max_seq_len:]
     if not ids:
         raise ValueError(f"prompt={prompt!r} encodes to no tokens; give a non-empty prompt")
     with torch.inference_mode():
@@ -582,7 +578,9 @@ def _is_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode.name == "MULTIRUN"
 
 
-USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, FloatingPointError)
+# ConnectionError: a Hub dataset or tokenizer while offline (the message says what to do).
+USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, FloatingPointError,
+               ConnectionError)
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

@@ -16,6 +16,8 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from models.config import check_field_types
+
 MODES = ("train", "eval", "generate", "attention", "export")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 
@@ -44,7 +46,8 @@ class TrainerConfig:
     compile: bool
 
     def __post_init__(self) -> None:
-        self.precision = str(self.precision)
+        self.precision = str(self.precision)  # Hydra reads trainer.precision=32 as an int
+        check_field_types(self, "trainer.")
         if self.precision not in PRECISIONS:
             raise ValueError(
                 f"trainer.precision={self.precision} is not one of {', '.join(PRECISIONS)}; "
@@ -79,6 +82,7 @@ class LoggerConfig:
     entity: str | None = None
 
     def __post_init__(self) -> None:
+        check_field_types(self, "logger.")
         if self.kind not in ("wandb", "csv", "none"):
             raise ValueError(f"logger={self.kind} is unknown; choose logger=wandb, csv or none")
         if self.mode not in ("offline", "online"):
@@ -100,6 +104,9 @@ class RunConfig:
     top_p: float | None
 
     def __post_init__(self) -> None:
+        if self.prompt is not None:  # Hydra reads prompt=42 as an int
+            self.prompt = str(self.prompt)
+        check_field_types(self, "")
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode} is unknown; choose one of {', '.join(MODES)}")
         if self.mode != "train" and not self.ckpt_path:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from models.config import ModelConfig
-from models.transformer import Decoder, Encoder
+from models.transformer import build_model
 
 _REQUIRED_HPARAMS = ("model_config", "tokenizer_json")
 
@@ -72,18 +72,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
-def load_checkpoint(path: str | Path, *, expected_arch: str | None = None) -> LoadedCheckpoint:
+def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     """Rebuild the network of a checkpoint, in eval mode on the CPU."""
     checkpoint = read_checkpoint(path)
     hparams = checkpoint["hyper_parameters"]
     config = ModelConfig.from_dict(hparams["model_config"])
-    if expected_arch is not None and config.arch != expected_arch:
-        raise ValueError(
-            f"{path} holds an {config.arch} but an {expected_arch} was expected; "
-            f"pick a checkpoint of a {expected_arch} run"
-        )
     check_tokenizer_fits(hparams["tokenizer_json"], config, path)
-    model = (Decoder if config.arch == "decoder" else Encoder)(config)
+    model = build_model(config)
     weights = {
         key.removeprefix("model."): value
         for key, value in checkpoint["state_dict"].items()
@@ -148,6 +143,6 @@ def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
     if "model_config" not in metadata:
         raise ValueError(f"{path} has no tinylm model_config in its metadata")
     config = ModelConfig.from_dict(json.loads(metadata["model_config"]))
-    model = (Decoder if config.arch == "decoder" else Encoder)(config)
+    model = build_model(config)
     load_model(model, str(path))
     return model.eval(), metadata.get("tokenizer_json", "")

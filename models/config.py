@@ -17,6 +17,39 @@ from typing import Any
 ARCHS = ("encoder", "decoder")
 
 
+def check_field_types(config: Any, prefix: str = "") -> None:
+    """Reject values of the wrong type early, with the key's name in the message.
+
+    For dataclasses whose fields are annotated int / float / str / bool (optionally ``| None``)
+    or Any (not checked). Floats given as ints (``dropout: 0`` in YAML) are converted, so
+    ``asdict`` stays plain and stable. bool is rejected where an int is expected: it is an
+    int subclass.
+    """
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        expected = field.type.replace(" | None", "")
+        if expected == "Any":
+            continue
+        if value is None:
+            if "None" in field.type:
+                continue
+            raise ValueError(f"{prefix}{field.name} is None; expected {expected}")
+        if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
+            setattr(config, field.name, float(value))
+            continue
+        ok = {
+            "int": isinstance(value, int) and not isinstance(value, bool),
+            "float": isinstance(value, float),
+            "str": isinstance(value, str),
+            "bool": isinstance(value, bool),
+        }[expected]
+        if not ok:
+            raise ValueError(
+                f"{prefix}{field.name}={value!r} has type {type(value).__name__}; "
+                f"expected {expected}"
+            )
+
+
 def check_known_keys(cls: type, values: dict[str, Any], prefix: str) -> None:
     """Reject keys that are not fields of the dataclass ``cls``, suggesting the closest one."""
     valid = [f.name for f in dataclasses.fields(cls)]
@@ -77,7 +110,7 @@ class ModelConfig:
     pad_token_id: int | None = None
 
     def __post_init__(self) -> None:
-        self._check_types()
+        check_field_types(self)
         for name, choices in (("arch", ARCHS), ("norm", NORMS), ("position", POSITIONS)):
             value = getattr(self, name)
             if value not in choices:
@@ -121,33 +154,6 @@ class ModelConfig:
                 f"pad_token_id={self.pad_token_id} is outside the vocabulary "
                 f"[0, vocab_size={self.vocab_size})"
             )
-
-    def _check_types(self) -> None:
-        """Reject values of the wrong type early, with the field's name in the message.
-
-        Floats given as ints (``dropout: 0`` in YAML) are converted, so ``to_dict`` stays
-        plain and stable. bool is rejected where an int is expected: it is an int subclass.
-        """
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            expected = field.type.replace(" | None", "")
-            if value is None:
-                if "None" in field.type:
-                    continue
-                raise ValueError(f"{field.name} is None; expected {expected}")
-            if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, field.name, float(value))
-                continue
-            ok = {
-                "int": isinstance(value, int) and not isinstance(value, bool),
-                "float": isinstance(value, float),
-                "str": isinstance(value, str),
-                "bool": isinstance(value, bool),
-            }[expected]
-            if not ok:
-                raise ValueError(
-                    f"{field.name}={value!r} has type {type(value).__name__}; expected {expected}"
-                )
 
     @property
     def mlp_size(self) -> int:

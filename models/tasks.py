@@ -19,9 +19,9 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
-from models.config import ModelConfig, check_known_keys
+from models.config import ModelConfig, check_field_types, check_known_keys
 from models.fault_tolerance import DIVERGENCE_HINT, rng_states, set_rng_states
-from models.transformer import Decoder, Encoder
+from models.transformer import build_model
 
 IGNORE_INDEX = -100
 
@@ -38,6 +38,7 @@ class OptimConfig:
     min_lr_ratio: float
 
     def __post_init__(self) -> None:
+        check_field_types(self, "optim.")
         if not self.lr > 0:
             raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
         if self.weight_decay < 0:
@@ -77,14 +78,13 @@ class LanguageModelTask(L.LightningModule):
         tokenizer_json: str,
         data_config: dict[str, Any],
         chars_per_token: dict[str, float],
-        total_steps: int,
+        total_steps: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.config = ModelConfig.from_dict(model_config)
         self.optim = OptimConfig.from_dict(optim_config)
-        network = Decoder if self.config.arch == "decoder" else Encoder
-        self.model = network(self.config)
+        self.model = build_model(self.config)
         self.flops_per_token = self.model.flops_per_token()
         self._metrics = torch.nn.ModuleDict(
             {
@@ -108,9 +108,12 @@ class LanguageModelTask(L.LightningModule):
         """Mean cross-entropy over the targets, and the logits [B, T, V]."""
         logits = self(batch["input_ids"], batch.get("attention_mask"))  # (B, T, V)
         labels = batch["labels"]  # (B, T), IGNORE_INDEX where there is no target
+        # Summed, then divided by at least 1: an MLM batch that happens to mask no token
+        # has loss 0, not the NaN of a mean over nothing (which would look like divergence).
         loss = F.cross_entropy(
-            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX
-        )
+            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX,
+            reduction="sum",
+        ) / (labels != IGNORE_INDEX).sum().clamp(min=1)
         return loss, logits
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -125,7 +128,6 @@ class LanguageModelTask(L.LightningModule):
             )
         if logging_step:
             self.log("train/loss", loss, prog_bar=True)
-        self._tokens_since_log += batch["input_ids"].numel()
         return loss
 
     # Lightning restores weights, optimiser, scheduler, loops and the train loader's position,
@@ -146,10 +148,12 @@ class LanguageModelTask(L.LightningModule):
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         # Wall time between consecutive step ends covers data loading as well as compute.
         now = time.perf_counter()
-        if self._last_step_end is not None:
+        if self._last_step_end is not None:  # tokens of timed steps only
+            tokens = batch["input_ids"].numel()
             self._seconds_since_log += now - self._last_step_end
             self._seconds_total += now - self._last_step_end
-            self._tokens_total += batch["input_ids"].numel()
+            self._tokens_since_log += tokens
+            self._tokens_total += tokens
         self._last_step_end = now
         if self.trainer.global_step % self.trainer.log_every_n_steps == 0 and (
             self._seconds_since_log > 0
@@ -230,7 +234,9 @@ class LanguageModelTask(L.LightningModule):
             # One fused kernel instead of a loop over tensors: ~1 ms a step at small shapes.
             fused=self.device.type in ("cpu", "cuda"),
         )
-        total_steps = self.hparams["total_steps"]
+        # None: the Trainer's own count of optimiser steps (max_steps, or epochs x batches,
+        # divided by gradient accumulation and by the DDP world size).
+        total_steps = self.hparams["total_steps"] or int(self.trainer.estimated_stepping_batches)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: warmup_cosine(

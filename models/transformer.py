@@ -72,8 +72,9 @@ def position_ids(
 ) -> Tensor:
     """Positions of the last ``length`` tokens, counting real tokens only.
 
-    ``attention_mask`` covers cached tokens too ([B, past_length + length]). Padding positions
-    get 0; their outputs are masked as keys and ignored by the loss anyway.
+    ``attention_mask`` covers cached tokens too ([B, past_length + length]). Left padding gets
+    position 0, right padding repeats the last real position; either way padded positions are
+    masked as keys and ignored by the loss.
     """
     if attention_mask is None:
         return torch.arange(past_length, past_length + length, device=device)[None, :]  # (1, T)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,29 @@ def test_experiment_preset_overrides_top_level_defaults() -> None:
             cfg.model.max_seq_len, cfg.model.dropout) == (4, 4, 128, 64, 0.0)
     assert (cfg.data.source, cfg.data.tokenizer, cfg.data.batch_size) == ("files", "char", 12)
     assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval) == (2000, 250)
+
+
+def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: Path) -> None:
+    """Through train.py, where Hydra records the overrides (compose() records none)."""
+    out, _ = gpt_run
+    best = out / "checkpoints/best.ckpt"
+    proc = _train_py("mode=eval", f"ckpt_path={best}", "data.split=test",
+                     f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((best.parent / "eval.json").read_text())["split"] == "test"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data=wikitext2"], r"Salesforce/wikitext"),  # the Hub while offline
+        (["optim.lr=fast"], r"optim.lr='fast' has type str; expected float"),
+        (["max_new_tokens=abc"], r"max_new_tokens='abc' has type str; expected int"),
+    ],
+)
+def test_more_bad_input_gives_one_message(tmp_path: Path, overrides: list[str],
+                                          message: str) -> None:
+    proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.search(message, proc.stderr), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
