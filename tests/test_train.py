@@ -110,26 +110,6 @@ def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg) -> None:
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (["model.num_heads=3"], r"valid head counts for 32: 1, 2, 4, 8, 16, 32"),
-        (["model.dropout=1.0"], r"dropout"),
-        (["+model.num_head=4"], r"num_head"),
-        (["data.batch_size=0"], r"batch_size"),
-        (["trainer.max_steps=0"], r"trainer.max_steps=0"),
-        (["trainer.precision=8"], r"trainer.precision=8"),
-        (["mode=eval"], r"needs a checkpoint"),
-        (["mode=fly"], r"mode=fly is unknown"),
-        (["top_p=1.5"], r"top_p=1.5"),
-        (["data=text", "data.path=/nonexistent/corpus.txt"], r"/nonexistent/corpus.txt"),
-    ],
-)
-def test_config_errors_name_the_key(make_cfg, overrides: list[str], message: str) -> None:
-    with pytest.raises((ValueError, FileNotFoundError), match=message):
-        run(make_cfg(*overrides))
-
-
 def _train_py(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TINYLM_DEBUG", None)
