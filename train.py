@@ -292,8 +292,7 @@ def _logger(settings: Settings, out_dir: Path):
     from lightning.pytorch.loggers import WandbLogger
 
     overrides = cli_overrides()
-    multirun = HydraConfig.initialized() and HydraConfig.get().mode.name == "MULTIRUN"
-    group = cfg.group or (Path(HydraConfig.get().sweep.dir).name if multirun else None)
+    group = cfg.group or (Path(HydraConfig.get().sweep.dir).name if _is_multirun() else None)
     # WANDB_MODE in the environment wins over logger.mode; both default to offline.
     mode = os.environ.get("WANDB_MODE", cfg.mode)
     if mode == "online" and not _wandb_logged_in():

@@ -8,6 +8,7 @@ arbitrary pickled code to load is refused, never executed.
 
 from __future__ import annotations
 
+import json
 import pickle
 import zipfile
 from dataclasses import dataclass
@@ -118,8 +119,6 @@ def check_tokenizer_fits(tokenizer_json: str, config: ModelConfig, where: Any) -
 
 def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
     """Write a checkpoint's network weights as ``safetensors`` (the configs go in metadata)."""
-    import json
-
     from safetensors.torch import save_model
 
     loaded = load_checkpoint(path)
@@ -133,8 +132,6 @@ def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
 
 def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
     """Rebuild the network written by ``export_safetensors``; returns (model, tokenizer_json)."""
-    import json
-
     from safetensors import safe_open
     from safetensors.torch import load_model
 
