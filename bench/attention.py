@@ -2,9 +2,9 @@
 
 Usage::
 
-    python bench/attention.py               # full table + peak memory (a few minutes on 2 cores)
-    python bench/attention.py --quick       # one shape, few repeats, small memory case
-    python bench/attention.py --repeats 50  # more repeats for noisy machines
+    python -m bench.attention               # full table + peak memory (a few minutes on 2 cores)
+    python -m bench.attention --quick       # one shape, few repeats, small memory case
+    python -m bench.attention --repeats 50  # more repeats for noisy machines
 
 Candidates, all float32 on CPU, threads left at torch's default:
 
@@ -54,10 +54,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
-
-from models.attention import MultiHeadAttention  # noqa: E402
-from tests.seed_references import Seed000SelfAttention  # noqa: E402
+from models.attention import MultiHeadAttention
+from tests.seed_references import Seed000SelfAttention
 
 SHAPES = [(8, 128, 256, 4), (16, 256, 384, 6), (4, 512, 256, 8)]
 MEMORY_SHAPE = (4, 1024, 256, 8)
@@ -79,8 +77,9 @@ class Floor(nn.Module):
         qkv = self.qkv(x).view(b, t, 3, self.heads, self.head_dim)  # (B, T, 3, H, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, T, D) each
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p,
-                                           is_causal=is_causal)  # (B, H, T, D)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=is_causal
+        )  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(b, t, d)  # (B, T, d)
         return F.dropout(self.out(y), p=p, training=self.training)
 
@@ -101,16 +100,18 @@ def make_candidates(
     pad_bool = pad.bool()[:, None, None, :]  # (B, 1, 1, T), True = may attend
     key_padding = ~pad.bool()  # (B, T), torch MHA's polarity: True = ignore
     candidates = {
-        "ours pad": (MultiHeadAttention(width, heads, dropout),
-                     lambda m, x: m(x, attention_mask=pad)),
+        "ours pad": (
+            MultiHeadAttention(width, heads, dropout),
+            lambda m, x: m(x, attention_mask=pad),
+        ),
         "floor pad": (Floor(width, heads, dropout), lambda m, x: m(x, pad_bool, False)),
-        "ours causal": (MultiHeadAttention(width, heads, dropout),
-                        lambda m, x: m(x, causal=True)),
+        "ours causal": (MultiHeadAttention(width, heads, dropout), lambda m, x: m(x, causal=True)),
         "floor causal": (Floor(width, heads, dropout), lambda m, x: m(x, None, True)),
         "naive": (Seed000SelfAttention(width, heads, dropout), lambda m, x: m(x, pad)),
-        "torch MHA": (nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True),
-                      lambda m, x: m(x, x, x, key_padding_mask=key_padding,
-                                     need_weights=False)[0]),
+        "torch MHA": (
+            nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True),
+            lambda m, x: m(x, x, x, key_padding_mask=key_padding, need_weights=False)[0],
+        ),
     }
     for module, _ in candidates.values():
         module.train()
@@ -153,8 +154,12 @@ def bench_case(
 
 
 COLUMNS = ["ours pad", "floor pad", "ours causal", "floor causal", "naive", "torch MHA"]
-RATIOS = [("ours pad", "floor pad"), ("ours causal", "floor causal"), ("naive", "floor pad"),
-          ("torch MHA", "floor pad")]
+RATIOS = [
+    ("ours pad", "floor pad"),
+    ("ours causal", "floor causal"),
+    ("naive", "floor pad"),
+    ("torch MHA", "floor pad"),
+]
 
 
 def paired_ratio(times: dict, a: str, b: str, backward: bool) -> float:
@@ -167,15 +172,16 @@ def print_table(rows: list[tuple[tuple, float, bool, dict]]) -> None:
     ratio_names = ["ours pad/floor", "ours caus/floor", "naive/floor", "MHA/floor"]
     head = f"{'B,T,width,heads':<17}{'drop':>5} {'pass':<8}"
     head += "".join(f"{c:>13}" for c in COLUMNS) + "".join(f"{n:>16}" for n in ratio_names)
-    print("times in ms (median over repeats); ratios: median over repeats of the per-repeat "
-          "ratio to the floor with the same mask type")
+    print(
+        "times in ms (median over repeats); ratios: median over repeats of the per-repeat "
+        "ratio to the floor with the same mask type"
+    )
     print(head)
     print("-" * len(head))
     for shape, dropout, backward, times in rows:
         step = "fwd+bwd" if backward else "fwd"
         line = f"{','.join(map(str, shape)):<17}{dropout:>5.1f} {step:<8}"
-        line += "".join(f"{statistics.median(times[(c, backward)]) * 1e3:>13.2f}"
-                        for c in COLUMNS)
+        line += "".join(f"{statistics.median(times[(c, backward)]) * 1e3:>13.2f}" for c in COLUMNS)
         line += "".join(f"{paired_ratio(times, a, b, backward):>16.3f}" for a, b in RATIOS)
         print(line, flush=True)
 
@@ -206,19 +212,33 @@ def measure_memory(name: str, shape: tuple[int, int, int, int]) -> int:
 
 def memory_in_subprocess(name: str, shape: tuple[int, int, int, int]) -> int:
     result = subprocess.run(
-        [sys.executable, __file__, "--memory-child", name, "--memory-shape",
-         ",".join(map(str, shape))],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "bench.attention",
+            "--memory-child",
+            name,
+            "--memory-shape",
+            ",".join(map(str, shape)),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return int(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="first shape only, 3 repeats, memory at T=256")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="timed runs per candidate (default 30, 3 with --quick)")
+    parser.add_argument(
+        "--quick", action="store_true", help="first shape only, 3 repeats, memory at T=256"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed runs per candidate (default 30, 3 with --quick)",
+    )
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per candidate")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
@@ -232,8 +252,10 @@ def main() -> None:
 
     repeats = args.repeats or (3 if args.quick else 30)
     shapes = SHAPES[:1] if args.quick else SHAPES
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32 CPU, "
-          f"{repeats} repeats, {args.warmup} warm-up")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32 CPU, "
+        f"{repeats} repeats, {args.warmup} warm-up"
+    )
     rows = []
     for shape in shapes:
         for dropout in DROPOUTS:
@@ -244,8 +266,10 @@ def main() -> None:
     if args.no_memory:
         return
     mem_shape = (4, 256, 256, 8) if args.quick else MEMORY_SHAPE
-    print(f"\npeak memory of forward+backward, dropout 0, (B,T,width,heads)={mem_shape} "
-          "(extra max RSS in a fresh process, median of 3)")
+    print(
+        f"\npeak memory of forward+backward, dropout 0, (B,T,width,heads)={mem_shape} "
+        "(extra max RSS in a fresh process, median of 3)"
+    )
     peaks = {}
     for name in ("ours pad", "ours causal", "naive"):
         peaks[name] = statistics.median(memory_in_subprocess(name, mem_shape) for _ in range(3))

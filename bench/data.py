@@ -1,6 +1,6 @@
 """Data preparation benchmark: first run (empty cache) vs second run, and tokenization speed.
 
-    python bench/data.py [--text ../shared/data/tinyshakespeare.txt] [--arch decoder]
+    python -m bench.data [--text ../shared/data/tinyshakespeare.txt] [--arch decoder]
 
 Each run is a fresh Python process, as a real second `python train.py` would be; imports are
 timed apart from preparation (`prepare_data()` + `setup()`). The first run uses a new
@@ -46,7 +46,17 @@ def child(source: str, arch: str, cache: str, measure_throughput: bool) -> dict[
 
 
 def run_child(source: str, arch: str, cache: str, measure_throughput: bool) -> dict[str, float]:
-    command = [sys.executable, __file__, "--child", source, "--arch", arch, "--cache", cache]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.data",
+        "--child",
+        source,
+        "--arch",
+        arch,
+        "--cache",
+        cache,
+    ]
     if measure_throughput:
         command.append("--throughput")
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
@@ -85,5 +95,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # `data` is imported from the checkout, as train.py does
     main()

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python bench/generate.py                 # 256 new tokens, batch 1 and 8, 5 repeats
-    python bench/generate.py --new-tokens 128 --repeats 3
+    python -m bench.generate                 # 256 new tokens, batch 1 and 8, 5 repeats
+    python -m bench.generate --new-tokens 128 --repeats 3
 
 The default GPT (conf/model/gpt.yaml sizes, vocabulary 2048) with ``max_seq_len`` raised to
 fit prompt + new tokens, so the cache is used for every step (past ``max_seq_len`` generate
@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
-
-from models.config import ModelConfig  # noqa: E402
-from models.transformer import Decoder  # noqa: E402
+from models.config import ModelConfig
+from models.transformer import Decoder
 
 
 def timed_generate(model: Decoder, prompt: torch.Tensor, new: int, use_cache: bool):
@@ -44,13 +40,19 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=2048, max_seq_len=args.prompt_tokens + args.new_tokens,
-                      dropout=0.0, pad_token_id=0)
+    cfg = ModelConfig(
+        vocab_size=2048,
+        max_seq_len=args.prompt_tokens + args.new_tokens,
+        dropout=0.0,
+        pad_token_id=0,
+    )
     model = Decoder(cfg).eval()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; decoder "
-          f"L={cfg.num_layers} C={cfg.hidden_size} H={cfg.num_heads} V={cfg.vocab_size}; "
-          f"prompt {args.prompt_tokens} + {args.new_tokens} new tokens, greedy; median of "
-          f"{args.repeats}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; decoder "
+        f"L={cfg.num_layers} C={cfg.hidden_size} H={cfg.num_heads} V={cfg.vocab_size}; "
+        f"prompt {args.prompt_tokens} + {args.new_tokens} new tokens, greedy; median of "
+        f"{args.repeats}"
+    )
     head = f"{'batch':>5}{'cache ms':>11}{'no-cache ms':>13}{'cache tok/s':>13}"
     head += f"{'no-cache tok/s':>16}{'speedup':>9}"
     print(head)
@@ -69,11 +71,17 @@ def main() -> None:
             uncached.append(t_plain)
             speedups.append(t_plain / t_cache)
         tokens = batch * args.new_tokens
-        c, u, s = statistics.median(cached), statistics.median(uncached), statistics.median(
-            speedups)
+        c, u, s = (
+            statistics.median(cached),
+            statistics.median(uncached),
+            statistics.median(speedups),
+        )
         verdict = ("ok" if s >= 3 else "MISSED") if batch == 1 else ""
-        print(f"{batch:>5}{c * 1e3:>11.1f}{u * 1e3:>13.1f}{tokens / c:>13,.0f}"
-              f"{tokens / u:>16,.0f}{s:>8.2f}x {verdict}", flush=True)
+        print(
+            f"{batch:>5}{c * 1e3:>11.1f}{u * 1e3:>13.1f}{tokens / c:>13,.0f}"
+            f"{tokens / u:>16,.0f}{s:>8.2f}x {verdict}",
+            flush=True,
+        )
     print("target: KV-cache speedup >= 3x at batch 1")
 
 

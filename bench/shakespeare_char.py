@@ -2,9 +2,9 @@
 
 Usage::
 
-    python bench/shakespeare_char.py                       # ../shared/data/tinyshakespeare.txt
-    python bench/shakespeare_char.py --data PATH --repeats 3 -- logger=csv
-    python bench/shakespeare_char.py --bare-steps 0        # skip the bare-loop comparison
+    python -m bench.shakespeare_char                       # ../shared/data/tinyshakespeare.txt
+    python -m bench.shakespeare_char --data PATH --repeats 3 -- logger=csv
+    python -m bench.shakespeare_char --bare-steps 0        # skip the bare-loop comparison
 
 Runs ``python train.py experiment=shakespeare_char data.path=PATH [overrides]`` (2000 steps,
 validation every 250 steps on 20 batches: conf/experiment/shakespeare_char.yaml) in a fresh
@@ -34,10 +34,10 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 
 def child(overrides: list[str]) -> None:
-    sys.path.insert(0, str(ROOT))
     sys.argv = [str(ROOT / "train.py"), *overrides]
+    import modes.train
     import train
-    from models.tasks import LanguageModelTask
+    from training.task import LanguageModelTask
 
     seen: dict[str, float] = {}
     original_end = LanguageModelTask.on_train_end
@@ -49,24 +49,36 @@ def child(overrides: list[str]) -> None:
         original_end(self)
 
     LanguageModelTask.on_train_end = on_train_end
-    original_train = train.train
+    original_train = modes.train.run
 
-    def timed_train(settings):
-        metrics = original_train(settings)
-        seen.update({k: metrics.get(k) for k in ("val_loss", "best_val_loss", "tokens_per_sec",
-                                                   "train_seconds", "step")})
+    def timed_train(settings, callbacks=()):
+        metrics = original_train(settings, callbacks)
+        seen.update(
+            {
+                k: metrics.get(k)
+                for k in ("val_loss", "best_val_loss", "tokens_per_sec", "train_seconds", "step")
+            }
+        )
         return metrics
 
-    train.train = timed_train
+    modes.train.run = timed_train
     train.main()
     print("BENCH " + json.dumps(seen))
 
 
 def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="tinylm-shakespeare-") as run_dir:
-        command = [sys.executable, __file__, "--child", "--",
-                   "experiment=shakespeare_char",
-                   f"data.path={data}", *overrides, f"hydra.run.dir={run_dir}"]
+        command = [
+            sys.executable,
+            "-m",
+            "bench.shakespeare_char",
+            "--child",
+            "--",
+            "experiment=shakespeare_char",
+            f"data.path={data}",
+            *overrides,
+            f"hydra.run.dir={run_dir}",
+        ]
         started = time.perf_counter()
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         wall = time.perf_counter() - started
@@ -77,8 +89,7 @@ def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
 
 
 def bare_tokens_per_s(steps: int) -> float:
-    sys.path.insert(0, str(ROOT / "bench"))
-    from train_step import SHAPES, run_bare
+    from bench.train_step import SHAPES, run_bare
 
     overrides, batch_size, _ = SHAPES["shakespeare_char"]
     step_times = run_bare("shakespeare_char", steps + 10, "cpu", "32-true")[10:]
@@ -98,27 +109,36 @@ def main() -> None:
         return
     if not args.data.is_file():
         raise SystemExit(f"--data {args.data} is not a file; pass the tinyshakespeare.txt path")
-    runs = [run_once(args.data.resolve(), args.overrides)
-            for _ in range(args.repeats)]
-    print(f"python train.py experiment=shakespeare_char data.path={args.data} "
-          f"{' '.join(args.overrides)}")
-    print(f"{'run':>4}{'wall s':>9}{'train s':>9}{'tokens/s':>10}{'train loss':>12}"
-          f"{'val loss':>10}{'steps':>7}")
+    runs = [run_once(args.data.resolve(), args.overrides) for _ in range(args.repeats)]
+    print(
+        f"python train.py experiment=shakespeare_char data.path={args.data} "
+        f"{' '.join(args.overrides)}"
+    )
+    print(
+        f"{'run':>4}{'wall s':>9}{'train s':>9}{'tokens/s':>10}{'train loss':>12}"
+        f"{'val loss':>10}{'steps':>7}"
+    )
     for index, r in enumerate(runs, 1):
-        print(f"{index:>4}{r['wall_s']:>9.1f}{r['train_seconds']:>9.1f}"
-              f"{r['tokens_per_sec']:>10,.0f}{r.get('train_loss', float('nan')):>12.4f}"
-              f"{r['val_loss']:>10.4f}{r['step']:>7}")
+        print(
+            f"{index:>4}{r['wall_s']:>9.1f}{r['train_seconds']:>9.1f}"
+            f"{r['tokens_per_sec']:>10,.0f}{r.get('train_loss', float('nan')):>12.4f}"
+            f"{r['val_loss']:>10.4f}{r['step']:>7}"
+        )
     wall = statistics.median(r["wall_s"] for r in runs)
     val = statistics.median(r["val_loss"] for r in runs)
     tps = statistics.median(r["tokens_per_sec"] for r in runs)
-    print(f"final val loss {val:.4f} (target <= 1.88: {'ok' if val <= 1.88 else 'MISSED'}); "
-          f"wall {wall:.1f} s, start-up included (target <= 80 s: "
-          f"{'ok' if wall <= 80 else 'MISSED'})")
+    print(
+        f"final val loss {val:.4f} (target <= 1.88: {'ok' if val <= 1.88 else 'MISSED'}); "
+        f"wall {wall:.1f} s, start-up included (target <= 80 s: "
+        f"{'ok' if wall <= 80 else 'MISSED'})"
+    )
     if args.bare_steps:
         bare = bare_tokens_per_s(args.bare_steps)
-        print(f"tokens/s: train.py {tps:,.0f} (average over all steps, data and logging "
-              f"included) vs bare loop {bare:,.0f} (median step, random batches): ratio "
-              f"{tps / bare:.3f} (target >= 1: {'ok' if tps >= bare else 'MISSED'})")
+        print(
+            f"tokens/s: train.py {tps:,.0f} (average over all steps, data and logging "
+            f"included) vs bare loop {bare:,.0f} (median step, random batches): ratio "
+            f"{tps / bare:.3f} (target >= 1: {'ok' if tps >= bare else 'MISSED'})"
+        )
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 Usage::
 
-    python bench/startup.py                        # the default run (logger=wandb, offline)
-    python bench/startup.py --repeats 5 -- logger=csv
-    python bench/startup.py -- experiment=shakespeare_char data.path=FILE
+    python -m bench.startup                        # the default run (logger=wandb, offline)
+    python -m bench.startup --repeats 5 -- logger=csv
+    python -m bench.startup -- experiment=shakespeare_char data.path=FILE
 
 Each repeat is a fresh process that runs train.py's ``main`` with the given overrides plus
 ``trainer.max_steps=1`` (and a temporary run directory); hooks added from outside record when
@@ -12,7 +12,7 @@ each phase ends. One untimed run first warms the caches (tokenizer, tokenized da
 page cache), so the table shows the warm start-up the target is about (<= 8 s). Phases:
 
 - interpreter: exec to the first line of this script (Python itself, site-packages);
-- imports: train.py, Hydra composition and what ``run`` imports before touching data;
+- imports: train.py and what the train mode imports (Lightning, data, training);
 - config+data: Hydra composition and the data module's ``prepare_data`` + ``setup``;
 - model+trainer+fit: the task, the logger (W&B init), the Trainer and fit's set-up;
 - fit to step 1: ``Trainer.fit`` set-up until the first batch starts (loader, optimiser);
@@ -49,44 +49,33 @@ def child(overrides: list[str]) -> None:
     def mark(name: str) -> None:
         marks.setdefault(name, time.perf_counter() - clock0)
 
-    sys.path.insert(0, str(ROOT))
     sys.argv = [str(ROOT / "train.py"), *overrides]
-    import train  # noqa: E402  (hydra, conf.schema: the module-level imports)
+    import train
+    from data.datamodule import LMDataModule
+    from training.task import LanguageModelTask
 
-    original_train = train.train
+    mark("imports")
+    original_setup = LMDataModule.setup
+    original_end = LanguageModelTask.on_train_batch_end
 
-    def timed_train(settings):
-        import lightning  # noqa: F401  (what train() imports first)
+    def setup(self, stage=None):
+        original_setup(self, stage)
+        mark("config+data")
 
-        from data.datamodule import LMDataModule
-        from models.tasks import LanguageModelTask
+    def on_train_start(self):
+        mark("model+trainer+fit")
 
-        mark("imports")
-        original_setup = LMDataModule.setup
+    def on_train_batch_start(self, batch, batch_idx):
+        mark("fit to step 1")
 
-        def setup(self, stage=None):
-            original_setup(self, stage)
-            mark("config+data")
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        mark("first step")
+        original_end(self, outputs, batch, batch_idx)
 
-        def on_train_start(self):
-            mark("model+trainer+fit")
-
-        def on_train_batch_start(self, batch, batch_idx):
-            mark("fit to step 1")
-
-        original_end = LanguageModelTask.on_train_batch_end
-
-        def on_train_batch_end(self, outputs, batch, batch_idx):
-            mark("first step")
-            original_end(self, outputs, batch, batch_idx)
-
-        LMDataModule.setup = setup
-        LanguageModelTask.on_train_start = on_train_start
-        LanguageModelTask.on_train_batch_start = on_train_batch_start
-        LanguageModelTask.on_train_batch_end = on_train_batch_end
-        return original_train(settings)
-
-    train.train = timed_train
+    LMDataModule.setup = setup
+    LanguageModelTask.on_train_start = on_train_start
+    LanguageModelTask.on_train_batch_start = on_train_batch_start
+    LanguageModelTask.on_train_batch_end = on_train_batch_end
     try:
         train.main()
     except SystemExit as exit_:
@@ -97,8 +86,16 @@ def child(overrides: list[str]) -> None:
 
 def run_child(overrides: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="tinylm-startup-") as run_dir:
-        command = [sys.executable, __file__, "--child", "--", *overrides,
-                   "trainer.max_steps=1", f"hydra.run.dir={run_dir}"]
+        command = [
+            sys.executable,
+            "-m",
+            "bench.startup",
+            "--child",
+            "--",
+            *overrides,
+            "trainer.max_steps=1",
+            f"hydra.run.dir={run_dir}",
+        ]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"train.py failed:\n{proc.stderr[-3000:]}")
@@ -116,8 +113,10 @@ def main() -> None:
         return
     run_child(args.overrides)  # warm the caches
     runs = [run_child(args.overrides) for _ in range(args.repeats)]
-    print(f"python train.py {' '.join(args.overrides)}: seconds from process start, warm "
-          f"caches, median of {args.repeats} fresh processes")
+    print(
+        f"python train.py {' '.join(args.overrides)}: seconds from process start, warm "
+        f"caches, median of {args.repeats} fresh processes"
+    )
     print(f"{'phase':<16}{'ends at s':>10}{'takes s':>9}")
     previous = 0.0
     for phase in [*PHASES, "first step"]:
@@ -126,8 +125,10 @@ def main() -> None:
         previous = at
     total = statistics.median(r["fit to step 1"] for r in runs)
     verdict = "ok" if total <= 8 else "MISSED"
-    print(f"start-up (process start to first training step): {total:.2f} s  "
-          f"(target <= 8 s: {verdict})")
+    print(
+        f"start-up (process start to first training step): {total:.2f} s  "
+        f"(target <= 8 s: {verdict})"
+    )
 
 
 if __name__ == "__main__":

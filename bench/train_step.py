@@ -2,13 +2,13 @@
 
 Usage::
 
-    python bench/train_step.py                 # both shapes, 5 rounds, ~3 min on 2 cores
-    python bench/train_step.py --quick         # 2 rounds, fewer steps
-    python bench/train_step.py --shape shakespeare_char --rounds 9
+    python -m bench.train_step                 # both shapes, 5 rounds, ~3 min on 2 cores
+    python -m bench.train_step --quick         # 2 rounds, fewer steps
+    python -m bench.train_step --shape shakespeare_char --rounds 9
 
 Candidates, same model (``models.transformer.Decoder``), same initial weights, same batches:
 
-- ``lightning``: ``models.tasks.CausalLMTask`` trained by ``lightning.Trainer`` configured as
+- ``lightning``: ``training.task.CausalLMTask`` trained by ``lightning.Trainer`` configured as
   train.py configures it (conf/trainer/cpu.yaml: gradient clipping 1.0, ``log_every_n_steps``
   10; no logger, no progress bar, no checkpointing, no model summary).
 - ``bare``: a plain PyTorch loop written here: AdamW with the same two parameter groups
@@ -46,12 +46,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from anywhere in the repo
+from models.config import ModelConfig
+from models.transformer import Decoder
+from training.task import warmup_cosine
 
-from models.config import ModelConfig  # noqa: E402
-from models.tasks import warmup_cosine  # noqa: E402
-from models.transformer import Decoder  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # name -> (Hydra overrides, vocabulary size of that run's tokenizer)
 RUNS = {
@@ -85,10 +84,10 @@ def make_batches(shape: str, count: int, seed: int = 0) -> list[dict[str, torch.
     """``count`` random [B, T] next-token batches (the candidates see the same ones)."""
     overrides, batch_size, _ = SHAPES[shape]
     gen = torch.Generator().manual_seed(seed)
-    blocks = torch.randint(overrides["vocab_size"], (count, batch_size,
-                                                    overrides["max_seq_len"] + 1), generator=gen)
-    return [{"input_ids": b[:, :-1].contiguous(), "labels": b[:, 1:].contiguous()}
-            for b in blocks]
+    blocks = torch.randint(
+        overrides["vocab_size"], (count, batch_size, overrides["max_seq_len"] + 1), generator=gen
+    )
+    return [{"input_ids": b[:, :-1].contiguous(), "labels": b[:, 1:].contiguous()} for b in blocks]
 
 
 def loader(batches: list[dict[str, torch.Tensor]]) -> torch.utils.data.DataLoader:
@@ -103,7 +102,7 @@ def run_lightning(shape: str, steps: int, device: str, precision: str) -> list[f
     import lightning as L
     from lightning.pytorch.callbacks import Callback
 
-    from models.tasks import CausalLMTask
+    from training.task import CausalLMTask
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 
@@ -119,23 +118,36 @@ def run_lightning(shape: str, steps: int, device: str, precision: str) -> list[f
     _, _, optim = SHAPES[shape]
     torch.manual_seed(0)
     task = CausalLMTask(
-        model_config=model_config(shape).to_dict(), optim_config=optim, tokenizer_json="{}",
-        data_config={}, chars_per_token={}, total_steps=TOTAL_STEPS,
+        model_config=model_config(shape).to_dict(),
+        optim_config=optim,
+        tokenizer_json="{}",
+        data_config={},
+        chars_per_token={},
+        total_steps=TOTAL_STEPS,
     )
     timer = StepTimer()
     trainer = L.Trainer(
-        accelerator="gpu" if device == "cuda" else "cpu", devices=1, precision=precision,
-        max_steps=steps, gradient_clip_val=1.0, log_every_n_steps=10,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+        accelerator="gpu" if device == "cuda" else "cpu",
+        devices=1,
+        precision=precision,
+        max_steps=steps,
+        gradient_clip_val=1.0,
+        log_every_n_steps=10,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
         callbacks=[timer],
     )
     trainer.fit(task, train_dataloaders=loader(make_batches(shape, steps)))
     return [b - a for a, b in zip(timer.ends, timer.ends[1:], strict=False)]
 
 
-def run_bare(shape: str, steps: int, device: str, precision: str,
-             fused: bool = False) -> list[float]:
+def run_bare(
+    shape: str, steps: int, device: str, precision: str, fused: bool = False
+) -> list[float]:
     """Seconds per step of a plain PyTorch loop, every step."""
     _, _, optim_cfg = SHAPES[shape]
     torch.manual_seed(0)
@@ -143,15 +155,26 @@ def run_bare(shape: str, steps: int, device: str, precision: str,
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        [{"params": [p for p in params if p.dim() >= 2], "weight_decay": optim_cfg["weight_decay"]},
-         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-        lr=optim_cfg["lr"], betas=(optim_cfg["beta1"], optim_cfg["beta2"]),
+        [
+            {
+                "params": [p for p in params if p.dim() >= 2],
+                "weight_decay": optim_cfg["weight_decay"],
+            },
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=optim_cfg["lr"],
+        betas=(optim_cfg["beta1"], optim_cfg["beta2"]),
         fused=fused or None,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_cosine(step, warmup_steps=optim_cfg["warmup_steps"],
-                                              total_steps=TOTAL_STEPS,
-                                              min_ratio=optim_cfg["min_lr_ratio"]))
+        optimizer,
+        lambda step: warmup_cosine(
+            step,
+            warmup_steps=optim_cfg["warmup_steps"],
+            total_steps=TOTAL_STEPS,
+            min_ratio=optim_cfg["min_lr_ratio"],
+        ),
+    )
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     ends = []
     for batch in loader(make_batches(shape, steps)):
@@ -186,9 +209,25 @@ RATIOS = [("lightning", "bare fused", 1.05), ("lightning", "bare", 1.05)]
 def peak_rss_child(shape: str, candidate: str, steps: int, device: str, precision: str) -> int:
     """Peak RSS (bytes) of a fresh process that runs one candidate for ``steps`` steps."""
     out = subprocess.run(
-        [sys.executable, __file__, "--child", candidate, "--shape", shape, "--steps", str(steps),
-         "--device", device, "--precision", precision],
-        check=True, capture_output=True, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "bench.train_step",
+            "--child",
+            candidate,
+            "--shape",
+            shape,
+            "--steps",
+            str(steps),
+            "--device",
+            device,
+            "--precision",
+            precision,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_rss"]
 
@@ -209,8 +248,9 @@ def peak_flops(device: str, precision: str) -> float | None:
     return get_available_flops(torch.device("cuda"), dtype)
 
 
-def bench_shape(shape: str, rounds: int, steps: int, warmup: int, device: str,
-                precision: str, memory: bool) -> dict:
+def bench_shape(
+    shape: str, rounds: int, steps: int, warmup: int, device: str, precision: str, memory: bool
+) -> dict:
     times: dict[str, list[float]] = {name: [] for name in CANDIDATES}
     per_round: list[dict[str, float]] = []
     for index in range(rounds):
@@ -221,14 +261,22 @@ def bench_shape(shape: str, rounds: int, steps: int, warmup: int, device: str,
             times[name].extend(step_times)
             medians[name] = statistics.median(step_times)
         per_round.append(medians)
-        print(f"  {shape} round {index + 1}/{rounds}: " + ", ".join(
-            f"{n} {medians[n] * 1e3:.2f} ms" for n in CANDIDATES), flush=True)
+        print(
+            f"  {shape} round {index + 1}/{rounds}: "
+            + ", ".join(f"{n} {medians[n] * 1e3:.2f} ms" for n in CANDIDATES),
+            flush=True,
+        )
     overrides, batch_size, _ = SHAPES[shape]
     tokens = batch_size * overrides["max_seq_len"]
-    result = {"shape": shape, "tokens_per_step": tokens, "per_round": per_round,
-              "flops_per_token": Decoder(model_config(shape)).flops_per_token(),
-              "ratios": {f"{a}/{b}": statistics.median(r[a] / r[b] for r in per_round)
-                         for a, b, _ in RATIOS}}
+    result = {
+        "shape": shape,
+        "tokens_per_step": tokens,
+        "per_round": per_round,
+        "flops_per_token": Decoder(model_config(shape)).flops_per_token(),
+        "ratios": {
+            f"{a}/{b}": statistics.median(r[a] / r[b] for r in per_round) for a, b, _ in RATIOS
+        },
+    }
     for name, values in times.items():
         ms = statistics.median(values) * 1e3
         result[name] = {"ms": ms, "tokens_per_s": tokens / ms * 1e3}
@@ -239,9 +287,11 @@ def bench_shape(shape: str, rounds: int, steps: int, warmup: int, device: str,
 
 def print_table(results: list[dict], device: str, precision: str) -> None:
     peak = peak_flops(device, precision)
-    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {device}, "
-          f"{precision}; ms per steady-state step (median over all rounds); peak RSS of a "
-          "fresh process running that candidate alone")
+    print(
+        f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {device}, "
+        f"{precision}; ms per steady-state step (median over all rounds); peak RSS of a "
+        "fresh process running that candidate alone"
+    )
     head = f"{'shape':<18}{'candidate':<17}{'ms/step':>9}{'tokens/s':>11}{'peak RSS':>10}"
     head += f"{'MFU':>7}" if peak else ""
     print(head)
@@ -255,13 +305,15 @@ def print_table(results: list[dict], device: str, precision: str) -> None:
             if peak:
                 line += f"{row['tokens_per_s'] * res['flops_per_token'] / peak:>7.1%}"
             print(line)
-    print("\nratios: median over rounds of the per-round ratio of medians (same round, same "
-          "load)")
+    print("\nratios: median over rounds of the per-round ratio of medians (same round, same load)")
     for res in results:
         for a, b, target in RATIOS:
             value = res["ratios"][f"{a}/{b}"]
-            verdict = "" if target is None else (
-                f"(target <= {target}: {'ok' if value <= target else 'MISSED'})")
+            verdict = (
+                ""
+                if target is None
+                else (f"(target <= {target}: {'ok' if value <= target else 'MISSED'})")
+            )
             print(f"  {res['shape']:<18}{a + ' / ' + b:<32}{value:>7.3f}  {verdict}")
 
 
@@ -269,12 +321,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
     parser.add_argument("--rounds", type=int, default=None, help="default 5 (2 with --quick)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="timed steps per run (default 60, 25 with --quick)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="timed steps per run (default 60, 25 with --quick)"
+    )
     parser.add_argument("--warmup", type=int, default=10, help="steps dropped per run")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", default=None,
-                        help="32-true (CPU default) or bf16-mixed (CUDA default)")
+    parser.add_argument(
+        "--precision", default=None, help="32-true (CPU default) or bf16-mixed (CUDA default)"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--json", help="also write the results to this file")
@@ -290,8 +344,10 @@ def main() -> None:
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (25 if args.quick else 60)
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
-    results = [bench_shape(s, rounds, steps, args.warmup, args.device, precision,
-                           not args.no_memory) for s in shapes]
+    results = [
+        bench_shape(s, rounds, steps, args.warmup, args.device, precision, not args.no_memory)
+        for s in shapes
+    ]
     print_table(results, args.device, precision)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -1,10 +1,11 @@
-"""Schemas of the config groups that belong to the application (trainer, logger, top level).
+"""The configuration of one job: a dataclass per config group, validated once, into ``Settings``.
 
-``model`` and ``data`` are validated by ``models.config.ModelConfig`` and
-``data.config.DataConfig``, ``optim`` by ``models.tasks.OptimConfig``. ``parse_settings`` checks
-all of them before any data is touched, so a typo costs seconds, not a tokenization run.
-The ``check_*`` functions at the end hold settings against what already exists: the
-checkpoint being resumed or read, and the data files.
+Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
+``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
+``logger``, ``optim`` and the top-level keys (``JobConfig``) onto the classes below.
+``parse_settings`` builds them all before any data is touched, so a typo costs seconds, not a
+tokenization run. Nothing here reads files: holding settings against a checkpoint is the
+training layer's job (``training/checkpoint.py``), checking data files the data layer's.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from models.config import check_field_types
+from data.config import DataConfig
+from models.config import ModelConfig, check_field_types, from_mapping
 
-MODES = ("train", "eval", "generate", "attention", "export")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
+LOGGERS = ("wandb", "csv", "none")
 
 
 @dataclass
@@ -66,6 +68,7 @@ class TrainerConfig:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
 
     def trainer_kwargs(self) -> dict[str, Any]:
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``)."""
         kwargs = asdict(self)
         kwargs.pop("compile")
         return kwargs
@@ -83,15 +86,45 @@ class LoggerConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self, "logger.")
-        if self.kind not in ("wandb", "csv", "none"):
+        if self.kind not in LOGGERS:
             raise ValueError(f"logger={self.kind} is unknown; choose logger=wandb, csv or none")
         if self.mode not in ("offline", "online"):
             raise ValueError(f"logger.mode={self.mode} must be offline or online")
 
 
 @dataclass
-class RunConfig:
-    """The top-level keys of ``conf/config.yaml``: what to do and the generation options."""
+class OptimConfig:
+    """AdamW with linear warmup then cosine decay: the ``optim`` block of conf/config.yaml."""
+
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    warmup_steps: int
+    min_lr_ratio: float
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "optim.")
+        if not self.lr > 0:
+            raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
+        if self.weight_decay < 0:
+            raise ValueError(f"optim.weight_decay={self.weight_decay} must be >= 0")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ValueError(f"optim.{name}={value} must be in [0, 1), e.g. 0.9")
+        if self.warmup_steps < 0:
+            raise ValueError(f"optim.warmup_steps={self.warmup_steps} must be >= 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+
+
+@dataclass
+class JobConfig:
+    """The top-level keys of ``conf/config.yaml``: what to do, and the generation options.
+
+    ``mode`` is checked against the registry of modes (``modes.find``) before this is built.
+    """
 
     mode: str
     seed: int
@@ -107,8 +140,6 @@ class RunConfig:
         if self.prompt is not None:  # Hydra reads prompt=42 as an int
             self.prompt = str(self.prompt)
         check_field_types(self, "")
-        if self.mode not in MODES:
-            raise ValueError(f"mode={self.mode} is unknown; choose one of {', '.join(MODES)}")
         if self.mode != "train" and not self.ckpt_path:
             raise ValueError(
                 f"mode={self.mode} needs a checkpoint: add ckpt_path=RUN_DIR/checkpoints/"
@@ -124,121 +155,62 @@ class RunConfig:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1] (null = off)")
 
 
-@dataclass
+GROUPS = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "trainer": TrainerConfig,
+    "logger": LoggerConfig,
+    "optim": OptimConfig,
+}
+
+
+@dataclass(frozen=True)
 class Settings:
-    run: RunConfig
-    model: dict[str, Any]
-    data: Any
+    """Everything one job needs to know, validated; built once by ``parse_settings``.
+
+    ``model.vocab_size`` and ``model.pad_token_id`` are None here: the tokenizer decides them.
+    ``overrides`` are this job's ``key=value`` command-line overrides (under a multirun, the
+    swept values); ``sweep_dir`` is the multirun's directory, None for a single run.
+    """
+
+    job: JobConfig
+    model: ModelConfig
+    data: DataConfig
     trainer: TrainerConfig
     logger: LoggerConfig
-    optim: Any
+    optim: OptimConfig
+    overrides: dict[str, str]
+    sweep_dir: Path | None
 
-
-def _from_section(cls: type, values: dict[str, Any], prefix: str) -> Any:
-    from models.config import check_known_keys
-
-    check_known_keys(cls, values, prefix)
-    return cls(**values)
+    def plain(self) -> dict[str, Any]:
+        """The validated config groups as plain dicts (for the logger's run config)."""
+        return {"job": asdict(self.job), **{name: asdict(getattr(self, name)) for name in GROUPS}}
 
 
 def parse_settings(cfg: DictConfig) -> Settings:
     """Validate every config group before any data is touched."""
-    from data.config import DataConfig
-    from models.config import ModelConfig
-    from models.tasks import OptimConfig
-
     values = OmegaConf.to_container(cfg, resolve=True)
-    top = {k: v for k, v in values.items() if k not in ("model", "data", "trainer", "logger",
-                                                          "optim", "hydra")}
-    model = dict(values["model"])
-    ModelConfig.from_dict(model)  # validation only: the tokenizer fills in vocab_size later
+    top = {k: v for k, v in values.items() if k not in GROUPS and k != "hydra"}
+    groups = {name: from_mapping(cls, values[name], f"{name}.") for name, cls in GROUPS.items()}
     return Settings(
-        run=_from_section(RunConfig, top, ""),
-        model=model,
-        data=_data_config(DataConfig, values["data"]),
-        trainer=_from_section(TrainerConfig, values["trainer"], "trainer."),
-        logger=_from_section(LoggerConfig, values["logger"], "logger."),
-        optim=OptimConfig.from_dict(values["optim"]),
+        job=from_mapping(JobConfig, top, ""),
+        **groups,
+        overrides=job_overrides(),
+        sweep_dir=sweep_dir(),
     )
 
 
-def _data_config(cls: type, values: dict[str, Any]) -> Any:
-    try:
-        return cls(**values)
-    except TypeError as err:  # an unknown key: a user error like the others
-        raise ValueError(f"{err}; remove it or fix its spelling") from None
-
-
-def cli_overrides() -> dict[str, str]:
-    """The ``key=value`` overrides of this job (the swept values under multirun)."""
+def job_overrides() -> dict[str, str]:
+    """This job's ``key=value`` overrides (the swept values under a multirun), without the
+    ``+``/``~`` prefixes; empty outside a Hydra run (``compose()`` records none)."""
     if not HydraConfig.initialized():
         return {}
     pairs = (o.split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
     return {k.lstrip("+~"): v for k, v in pairs}
 
 
-# ------------------------------------------- settings checked against checkpoints and files
-
-
-def check_resume_model(ckpt: str, trained: dict[str, Any], requested: dict[str, Any]) -> None:
-    """Resuming needs the model of the checkpoint: say which keys differ, before any data."""
-    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
-    differ = [k for k in requested if k not in filled and trained.get(k) != requested[k]]
-    if not differ:
-        return
-    if "arch" in differ:
-        def named(arch: str) -> str:
-            return "a decoder (model=gpt)" if arch == "decoder" else "an encoder (model=bert)"
-
-        raise ValueError(
-            f"ckpt_path={ckpt} holds {named(trained['arch'])} but the model config builds "
-            f"{named(requested['arch'])}; resume with the checkpoint's model, or start a new "
-            "run without ckpt_path"
-        )
-    pairs = ", ".join(f"model.{k}={requested[k]} (checkpoint: {trained.get(k)})" for k in differ)
-    raise ValueError(
-        f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
-        "checkpoint's model.* settings, or start a new run without ckpt_path"
-    )
-
-
-def check_data_files(data) -> None:
-    """An empty data file is named before the datasets library trips over it."""
-    if data.source != "files" or not data.path:
-        return
-    path = Path(data.path).expanduser()
-    if path.is_file() and path.stat().st_size == 0:
-        raise ValueError(
-            f"data.path={data.path} is an empty file: the corpus has no text. Point data.path "
-            "at a file (or directory, or glob) with text in it"
-        )
-
-
-def check_no_model_overrides(settings: Settings, ckpt: Path) -> None:
-    """eval/generate/attention/export take the model from the checkpoint: a model.* (or
-    model=) on the command line would be silently ignored, so it is refused instead. A
-    larger model.max_seq_len is the case users hit: the learned position table of the
-    checkpoint has exactly max_seq_len rows."""
-    from models.checkpoint import read_checkpoint
-
-    asked = [k for k in cli_overrides() if k == "model" or k.startswith("model.")]
-    if not asked:
-        return
-    trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
-    mode = settings.run.mode
-    table = trained["max_seq_len"]
-    if "model.max_seq_len" in asked and settings.model["max_seq_len"] > table:
-        raise ValueError(
-            f"model.max_seq_len={settings.model['max_seq_len']} is larger than the position "
-            f"table of {ckpt} ({table} positions); mode={mode} uses the checkpoint's model: "
-            f"drop model.max_seq_len (generation slides a window of {table} tokens over longer "
-            "texts)"
-        )
-    differ = [k for k in asked if k == "model" and settings.model["arch"] != trained["arch"]
-              or k != "model" and settings.model.get(k[6:]) != trained.get(k[6:])]
-    if differ:
-        raise ValueError(
-            f"mode={mode} takes the model config from the checkpoint {ckpt}, which differs from "
-            f"{', '.join(differ)} on the command line: drop them (to train another model, use "
-            "mode=train)"
-        )
+def sweep_dir() -> Path | None:
+    """The multirun's sweep directory, or None for a single run."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
+        return None
+    return Path(HydraConfig.get().sweep.dir)

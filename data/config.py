@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,14 +47,6 @@ class DataConfig:
     val_fraction: float = 0.05
     test_fraction: float = 0.05
     split_seed: int = 1234
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> DataConfig:
-        # The generated __init__ would reject an unknown key without naming the valid ones.
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(kwargs) - set(valid))
-        if unknown:
-            raise TypeError(f"unknown data config key(s) {unknown}; valid keys: {valid}")
-        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         _check_choice("source", self.source, SOURCES)

@@ -13,7 +13,7 @@ from data.cache import cache_root
 from data.collate import MLMCollator, collate_blocks
 from data.config import TOKENIZER_KINDS, DataConfig
 from data.corpus import load_corpus
-from data.examples import EncoderExamples, PackedBlocks, join_documents
+from data.examples import EncoderExamples, PackedBlocks, check_max_seq_len, join_documents
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.tokenize import chars_per_token, token_arrays, tokenize_corpus
 from data.tokenizer import (
@@ -24,7 +24,8 @@ from data.tokenizer import (
     tokenizer_from_json,
 )
 
-ARCHS = ("decoder", "encoder")
+# The tokenizer each architecture trains when data.tokenizer is null; its keys are the
+# architectures the data module serves (CLM blocks for the decoder, MLM rows for the encoder).
 DEFAULT_TOKENIZER = {"decoder": "bpe", "encoder": "wordpiece"}
 
 
@@ -81,10 +82,9 @@ class LMDataModule(L.LightningDataModule):
         tokenizer_json: str | None = None,
     ) -> None:
         super().__init__()
-        if arch not in ARCHS:
-            raise ValueError(f"arch={arch!r} is not valid; choose one of {list(ARCHS)}")
-        if max_seq_len < 3:
-            raise ValueError(f"max_seq_len={max_seq_len} must be >= 3")
+        if arch not in DEFAULT_TOKENIZER:
+            raise ValueError(f"arch={arch!r} is not valid; choose one of {list(DEFAULT_TOKENIZER)}")
+        check_max_seq_len(max_seq_len)
         self.cfg = cfg
         self.arch = arch
         self.max_seq_len = max_seq_len
@@ -193,3 +193,19 @@ class LMDataModule(L.LightningDataModule):
             "num_workers": workers,
             "persistent_workers": workers > 0,
         }
+
+
+def prepared_datamodule(
+    cfg: DataConfig,
+    arch: str,
+    max_seq_len: int,
+    seed: int,
+    stage: str,
+    tokenizer_json: str | None = None,
+) -> LMDataModule:
+    """An ``LMDataModule`` after ``prepare_data`` and ``setup(stage)``: what a mode that runs
+    outside ``Trainer.fit`` (or needs the tokenizer before it) works with."""
+    datamodule = LMDataModule(cfg, arch, max_seq_len, seed=seed, tokenizer_json=tokenizer_json)
+    datamodule.prepare_data()
+    datamodule.setup(stage)
+    return datamodule

@@ -5,6 +5,17 @@ from __future__ import annotations
 import numpy as np
 from torch.utils.data import Dataset
 
+# [CLS], one token and [SEP] for the encoder; below that an example holds no text.
+MIN_SEQ_LEN = 3
+
+
+def check_max_seq_len(max_seq_len: int) -> None:
+    if max_seq_len < MIN_SEQ_LEN:
+        raise ValueError(
+            f"max_seq_len={max_seq_len} must be >= {MIN_SEQ_LEN}: an encoder example is "
+            "[CLS] text [SEP]"
+        )
+
 
 def join_documents(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> np.ndarray:
     """One token stream: every document followed by `eos_id`."""
@@ -42,8 +53,7 @@ class EncoderExamples(Dataset):
     def __init__(
         self, ids: np.ndarray, offsets: np.ndarray, cls_id: int, sep_id: int, max_seq_len: int
     ) -> None:
-        if max_seq_len < 3:
-            raise ValueError(f"max_seq_len={max_seq_len} leaves no room between [CLS] and [SEP]")
+        check_max_seq_len(max_seq_len)
         self.ids = ids
         self.offsets = offsets
         self.cls_id = cls_id

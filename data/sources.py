@@ -14,6 +14,7 @@ from pathlib import Path
 
 import datasets
 from datasets import Dataset, DatasetDict, load_dataset
+from datasets.exceptions import DatasetGenerationError
 
 from data.cache import cache_root
 from data.config import DataConfig
@@ -65,6 +66,12 @@ def builtin_documents() -> list[str]:
 def resolve_files(path: str) -> list[Path]:
     """A file, a directory (searched recursively) or a glob -> sorted files of one format."""
     target = Path(path).expanduser()
+    if target.is_file() and target.stat().st_size == 0:
+        # Named here, before the datasets library trips over it with a stack trace.
+        raise ValueError(
+            f"data.path={path} is an empty file: the corpus has no text. Point data.path at a "
+            "file (or directory, or glob) with text in it"
+        )
     if target.is_file():
         files = [target]
     elif target.is_dir():
@@ -103,12 +110,19 @@ def _load_files(cfg: DataConfig) -> DatasetDict:
     if builder == "text":
         # The text builder names its column "text" and can cut examples itself.
         options["sample_by"] = cfg.example_unit
-    raw = load_dataset(
-        builder,
-        data_files=[str(f) for f in files],
-        cache_dir=str(cache_root(cfg) / "hf"),
-        **options,
-    )
+    try:
+        raw = load_dataset(
+            builder,
+            data_files=[str(f) for f in files],
+            cache_dir=str(cache_root(cfg) / "hf"),
+            **options,
+        )
+    except DatasetGenerationError as err:
+        cause = err.__cause__ or err.__context__
+        raise ValueError(
+            f"cannot read the corpus data.path={cfg.path}: {cause or err}. An empty file or one "
+            "without a single record does this; check the file and data.text_column"
+        ) from None
     column = "text" if builder == "text" else cfg.text_column
     return _text_only(raw, column, f"data.path={cfg.path!r}")
 

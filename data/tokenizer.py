@@ -8,14 +8,13 @@ is attached: the data pipeline adds [CLS]/[SEP] itself, so `encode` returns plai
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from data.cache import stable_hash
+from data.cache import stable_hash, write_text_atomically
 from data.hub import hub_unavailable_reason
 
 EOS_TOKEN = "<|endoftext|>"
@@ -120,7 +119,7 @@ def cached_trained_tokenizer(
     if path.exists():
         return Tokenizer.from_file(str(path))
     tokenizer = train_tokenizer(kind, texts, vocab_size)
-    _write_atomically(path, tokenizer.to_str())
+    write_text_atomically(path, tokenizer.to_str())
     return tokenizer
 
 
@@ -155,11 +154,3 @@ def tokenizer_from_json(text: str) -> Tokenizer:
     tokenizer = Tokenizer.from_str(text)
     special_tokens_of(tokenizer)  # fail now, not at the first batch, if a role is missing
     return tokenizer
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -3,10 +3,11 @@
 Notation: B batch, H heads, T_q query length, T_k key length (cached keys included), D head
 width, d_model = H * D.
 
-Mask convention (see DESIGN.md): the user-facing padding mask is Hugging Face's
-``attention_mask`` of shape [B, T_k], 1/True for a real token and 0/False for padding; it masks
-keys. Inside, every mask becomes one boolean tensor broadcastable to [B, H, T_q, T_k] where
-True means "may attend", which both the SDPA path and the plain path consume.
+Mask convention (ARCHITECTURE.md, "The mask convention"): the user-facing padding mask is
+Hugging Face's ``attention_mask`` of shape [B, T_k], 1/True for a real token and 0/False for
+padding; it masks keys. Inside, every mask becomes one boolean tensor broadcastable to
+[B, H, T_q, T_k] where True means "may attend", which both the SDPA path and the plain path
+consume.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from models.config import check_dropout, check_head_count
 
 
 class KVCache:
@@ -150,18 +153,15 @@ class MultiHeadAttention(nn.Module):
         proj_dropout: float | None = None,
     ) -> None:
         super().__init__()
-        if num_heads <= 0 or d_model <= 0 or d_model % num_heads != 0:
-            divisors = [h for h in range(1, d_model + 1) if d_model > 0 and d_model % h == 0]
-            raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}; valid head counts "
-                f"for {d_model}: {', '.join(map(str, divisors))}"
-            )
+        check_head_count("d_model", d_model, num_heads)
         attn_dropout = dropout if attn_dropout is None else attn_dropout
         proj_dropout = dropout if proj_dropout is None else proj_dropout
-        for name, p in (("dropout", dropout), ("attn_dropout", attn_dropout),
-                        ("proj_dropout", proj_dropout)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name}={p} is outside [0, 1); use e.g. 0.0 or 0.1")
+        for name, p in (
+            ("dropout", dropout),
+            ("attn_dropout", attn_dropout),
+            ("proj_dropout", proj_dropout),
+        ):
+            check_dropout(name, p)
         self.d_model = d_model
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
@@ -192,8 +192,12 @@ class MultiHeadAttention(nn.Module):
         """An empty KV cache sized for this module."""
         weight = self.out_proj.weight
         return KVCache(
-            batch_size, self.num_heads, max_len, self.head_dim,
-            dtype=dtype or weight.dtype, device=device or weight.device,
+            batch_size,
+            self.num_heads,
+            max_len,
+            self.head_dim,
+            dtype=dtype or weight.dtype,
+            device=device or weight.device,
         )
 
     def forward(
@@ -236,8 +240,14 @@ class MultiHeadAttention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, H, T_k, D) each, past included
         allowed, is_causal = build_attention_mask(
-            batch_size=batch_size, num_heads=self.num_heads, q_len=q_len, k_len=k.shape[2],
-            attention_mask=attention_mask, causal=causal, mask=mask, device=x.device,
+            batch_size=batch_size,
+            num_heads=self.num_heads,
+            q_len=q_len,
+            k_len=k.shape[2],
+            attention_mask=attention_mask,
+            causal=causal,
+            mask=mask,
+            device=x.device,
         )
         has_key = None
         if allowed is not None:
@@ -289,9 +299,7 @@ class MultiHeadAttention(nn.Module):
         """Explicit softmax(QK^T / sqrt(D)) V, returning the probabilities before dropout."""
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T_q, T_k)
         if is_causal:
-            allowed = torch.ones(
-                q.shape[2], k.shape[2], dtype=torch.bool, device=q.device
-            ).tril()
+            allowed = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         if allowed is not None:
             # finfo.min rather than -inf: safe in fp16/bf16 and never NaN after the softmax.
             scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)

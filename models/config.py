@@ -12,7 +12,9 @@ import dataclasses
 import difflib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ARCHS = ("encoder", "decoder")
 
@@ -61,6 +63,40 @@ def check_known_keys(cls: type, values: dict[str, Any], prefix: str) -> None:
         close = difflib.get_close_matches(str(key), valid, n=1)
         hints.append(f"{prefix}{key}" + (f" (did you mean {prefix}{close[0]}?)" if close else ""))
     raise ValueError(f"unknown key(s) {', '.join(hints)}; valid keys: {', '.join(valid)}")
+
+
+def check_head_count(width_name: str, width: int, num_heads: int) -> None:
+    """``width`` must split evenly into ``num_heads`` heads; the message lists the head counts
+    that would (shared by ``ModelConfig`` and ``MultiHeadAttention``)."""
+    if num_heads > 0 and width > 0 and width % num_heads == 0:
+        return
+    divisors = [h for h in range(1, width + 1) if width % h == 0]
+    raise ValueError(
+        f"{width_name}={width} is not divisible by num_heads={num_heads}; valid head counts "
+        f"for {width}: {', '.join(map(str, divisors))}"
+    )
+
+
+def check_dropout(name: str, value: float) -> None:
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name}={value} is outside [0, 1); use e.g. 0.0 or 0.1")
+
+
+def from_mapping(cls: type[T], values: dict[str, Any], prefix: str) -> T:
+    """``cls(**values)`` for a config dataclass, naming unknown keys (with a did-you-mean) and
+    missing ones first: the one way every config group is read."""
+    check_known_keys(cls, values, prefix)
+    missing = [
+        f"{prefix}{f.name}"
+        for f in dataclasses.fields(cls)
+        if f.name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(f"missing key(s) {', '.join(missing)}; add them to the config")
+    return cls(**values)
+
 
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")
@@ -126,16 +162,11 @@ class ModelConfig:
                 f"intermediate_size={self.intermediate_size} must be a positive integer, or "
                 "null for 4 * hidden_size"
             )
-        if self.hidden_size % self.num_heads != 0:
-            divisors = [h for h in range(1, self.hidden_size + 1) if self.hidden_size % h == 0]
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "
-                f"valid head counts for {self.hidden_size}: {', '.join(map(str, divisors))}"
-            )
+        check_head_count("hidden_size", self.hidden_size, self.num_heads)
         for name in ("dropout", "attn_dropout", "resid_dropout", "embd_dropout"):
             value = getattr(self, name)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"{name}={value} is outside [0, 1); use e.g. 0.0 or 0.1")
+            if value is not None:
+                check_dropout(name, value)
         if self.type_vocab_size < 0:
             raise ValueError(
                 f"type_vocab_size={self.type_vocab_size} must be >= 0 (0 = no token types)"
@@ -175,17 +206,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         """Build from a mapping (YAML, checkpoint), rejecting unknown and missing keys."""
-        check_known_keys(cls, d, "model.")
-        required = [
-            f.name for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING and f.name not in d
-        ]
-        if required:
-            raise ValueError(
-                f"missing ModelConfig key(s): {', '.join(required)} (vocab_size comes from the "
-                "tokenizer)"
-            )
-        return cls(**d)
+        return from_mapping(cls, d, "model.")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields, safe for ``torch.load(weights_only=True)``."""

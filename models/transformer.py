@@ -15,11 +15,12 @@ Forward returns the logits [B, T, V]; with ``output_attentions=True`` it returns
 ``ModelOutput(logits, attentions)``, a NamedTuple (so ``logits, attentions = model(...)`` and
 ``.attentions`` both work) with every layer's probabilities [B, H, T, T_k]. This mirrors
 ``MultiHeadAttention(need_weights=...)`` and keeps the common call a plain tensor. No losses
-here: those belong to ``models/tasks.py``.
+here: those belong to the training layer (``training/task.py``).
 
-Padding follows DESIGN.md: ``attention_mask`` [B, T] is 1 for real tokens, 0 for padding.
-Position ids count real tokens only, so a left-padded row gets the positions it would have
-without padding (and right padding changes nothing for the real tokens).
+Padding follows the mask convention of ARCHITECTURE.md: ``attention_mask`` [B, T] is 1 for
+real tokens, 0 for padding. Position ids count real tokens only, so a left-padded row gets
+the positions it would have without padding (and right padding changes nothing for the real
+tokens).
 """
 
 from __future__ import annotations
@@ -144,8 +145,11 @@ class Block(nn.Module):
         self.causal = causal
         self.pre_norm = cfg.norm == "pre"
         self.attn = MultiHeadAttention(
-            cfg.hidden_size, cfg.num_heads, qkv_bias=cfg.qkv_bias,
-            attn_dropout=cfg.attn_dropout_p, proj_dropout=cfg.resid_dropout_p,
+            cfg.hidden_size,
+            cfg.num_heads,
+            qkv_bias=cfg.qkv_bias,
+            attn_dropout=cfg.attn_dropout_p,
+            proj_dropout=cfg.resid_dropout_p,
         )
         self.attn_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
@@ -162,8 +166,11 @@ class Block(nn.Module):
         """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None)."""
         attn_in = self.attn_norm(x) if self.pre_norm else x
         attended = self.attn(
-            attn_in, attention_mask=attention_mask, causal=self.causal,
-            need_weights=need_weights, kv_cache=kv_cache,
+            attn_in,
+            attention_mask=attention_mask,
+            causal=self.causal,
+            need_weights=need_weights,
+            kv_cache=kv_cache,
         )
         attended, probs = attended if need_weights else (attended, None)  # (B, T, C)
         if self.pre_norm:
@@ -348,7 +355,9 @@ class Encoder(TransformerBase):
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions."""
         hidden, attentions = self._trunk(
-            input_ids, attention_mask, token_type_ids=token_type_ids,
+            input_ids,
+            attention_mask,
+            token_type_ids=token_type_ids,
             output_attentions=output_attentions,
         )
         logits = self.mlm_head(hidden)  # (B, T, V)
@@ -501,8 +510,10 @@ def build_model(cfg: ModelConfig) -> Encoder | Decoder:
 def _check_sampling_args(
     max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
 ) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or (
-        max_new_tokens < 0
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or (max_new_tokens < 0)
     ):
         raise ValueError(f"max_new_tokens={max_new_tokens!r} must be an int >= 0")
     if not (isinstance(temperature, (int, float)) and 0 <= temperature < math.inf):

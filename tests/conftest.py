@@ -61,8 +61,6 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
     def make(*overrides: str, output_dir: Path | None = None) -> DictConfig:
         out = output_dir or tmp_path / "run"
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            return compose(
-                config_name="config", overrides=[*TINY, f"output_dir={out}", *overrides]
-            )
+            return compose(config_name="config", overrides=[*TINY, f"output_dir={out}", *overrides])
 
     return make

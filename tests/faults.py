@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import lightning as L
+from omegaconf import DictConfig
 
 
 class SignalAtStep(L.Callback):
@@ -28,8 +30,9 @@ class NaNAtStep(L.Callback):
     def __init__(self, step: int) -> None:
         self.step = step
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule,
-                           *args: object) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: object
+    ) -> None:
         if trainer.global_step == self.step:
             import torch
 
@@ -53,11 +56,19 @@ class SignalInSweepJob(SignalAtStep):
 
 
 def main_with(*callbacks: L.Callback) -> None:
-    """Run train.py's real entry point (Hydra, argv) with extra callbacks."""
+    """Run train.py's entry point as ``main`` does (Hydra, argv, the exit policy), with extra
+    callbacks."""
+    import hydra
+
     import train
 
-    train.EXTRA_CALLBACKS.extend(callbacks)
-    train.main()
+    conf = Path(train.__file__).resolve().parent / "conf"
+
+    @hydra.main(config_path=str(conf), config_name="config", version_base="1.3")
+    def entry(cfg: DictConfig) -> float | None:
+        return train.execute(cfg, callbacks)
+
+    entry()
 
 
 def count_tokenizer_training(path: str) -> None:

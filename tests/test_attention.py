@@ -53,8 +53,12 @@ def test_seed_003_cross_attention_distinct_lengths_and_value() -> None:
     d_model, heads = 32, 4
     ref = Seed003Attention(d_model, heads, dropout=0.1).eval()
     ours = MultiHeadAttention(d_model, heads, dropout=0.1, d_context=d_model).eval()
-    for dst, src in ((ours.q_proj, ref.Wq), (ours.k_proj, ref.Wk), (ours.v_proj, ref.Wv),
-                     (ours.out_proj, ref.Wo)):
+    for dst, src in (
+        (ours.q_proj, ref.Wq),
+        (ours.k_proj, ref.Wk),
+        (ours.v_proj, ref.Wv),
+        (ours.out_proj, ref.Wo),
+    ):
         _copy_linear(dst, src)
     query = torch.randn(2, 5, d_model)  # (B, T_q, d)
     key = torch.randn(2, 8, d_model)  # (B, T_k, d)
@@ -70,20 +74,33 @@ def test_seed_003_cross_attention_distinct_lengths_and_value() -> None:
     out_explicit = ours(query, key, value=value, mask=key_padding[:, None, None, :])
     torch.testing.assert_close(out_explicit, expected_out, atol=ATOL, rtol=0)
     # Without a mask, and with value omitted (keys and values both from the context).
-    torch.testing.assert_close(ours(query, key, value=value), ref(query, key, value)[0],
-                               atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        ours(query, key, value=value), ref(query, key, value)[0], atol=ATOL, rtol=0
+    )
     torch.testing.assert_close(ours(query, key), ref(query, key, key)[0], atol=ATOL, rtol=0)
 
 
 # The book's six-token example ("Your journey starts with one step"), batched twice.
 BOOK_INPUTS = torch.tensor(
-    [[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
-     [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]]
+    [
+        [0.43, 0.15, 0.89],
+        [0.55, 0.87, 0.66],
+        [0.57, 0.85, 0.64],
+        [0.22, 0.58, 0.33],
+        [0.77, 0.25, 0.10],
+        [0.05, 0.80, 0.55],
+    ]
 )
 # The context vectors the book prints for torch.manual_seed(123), to 4 decimals (per sequence).
 BOOK_OUTPUT = torch.tensor(
-    [[0.3190, 0.4858], [0.2943, 0.3897], [0.2856, 0.3593],
-     [0.2693, 0.3873], [0.2639, 0.3928], [0.2575, 0.4028]]
+    [
+        [0.3190, 0.4858],
+        [0.2943, 0.3897],
+        [0.2856, 0.3593],
+        [0.2693, 0.3873],
+        [0.2639, 0.3928],
+        [0.2575, 0.4028],
+    ]
 )
 
 
@@ -101,13 +118,13 @@ def test_seed_004_two_heads_d_in_ne_d_out_causal() -> None:
     _copy_linear(ours.out_proj, ref.out_proj)
     expected = ref(batch)
     # The reference reproduces the book's printed numbers, so it is the book's formulation.
-    torch.testing.assert_close(expected, torch.stack((BOOK_OUTPUT, BOOK_OUTPUT)), atol=1e-4,
-                               rtol=0)
+    torch.testing.assert_close(expected, torch.stack((BOOK_OUTPUT, BOOK_OUTPUT)), atol=1e-4, rtol=0)
     out = ours(batch, causal=True)
     assert out.shape == (2, 6, 2)
     torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
-    torch.testing.assert_close(ours(batch, causal=True, need_weights=True)[0], expected,
-                               atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        ours(batch, causal=True, need_weights=True)[0], expected, atol=ATOL, rtol=0
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,8 +161,16 @@ def _case(name: str, seed: int = 0) -> tuple[MultiHeadAttention, dict, list[Tens
     return module, kwargs, [x]
 
 
-CASES = ["none", "padding", "causal", "causal_padding", "cross_padding", "explicit_mask",
-         "explicit_2d_mask", "explicit_padding_causal"]
+CASES = [
+    "none",
+    "padding",
+    "causal",
+    "causal_padding",
+    "cross_padding",
+    "explicit_mask",
+    "explicit_2d_mask",
+    "explicit_padding_causal",
+]
 
 
 def _forward(module: MultiHeadAttention, x: Tensor, kwargs: dict, need_weights: bool) -> Tensor:
@@ -207,8 +232,9 @@ def test_sdpa_receives_is_causal_without_mask_tensor(
 
 
 def test_build_attention_mask_causal_is_bottom_right_aligned() -> None:
-    allowed, is_causal = build_attention_mask(batch_size=1, num_heads=1, q_len=2, k_len=4,
-                                              causal=True)
+    allowed, is_causal = build_attention_mask(
+        batch_size=1, num_heads=1, q_len=2, k_len=4, causal=True
+    )
     assert not is_causal
     expected = torch.tensor([[True, True, True, False], [True, True, True, True]])
     assert torch.equal(allowed, expected)
@@ -263,16 +289,23 @@ def test_padded_tokens_never_change_real_outputs(name: str, need_weights: bool) 
     torch.testing.assert_close(out_changed[real_queries], out[real_queries], atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["padding", "causal_padding", "cross_padding", "explicit_mask",
-                                  "explicit_padding_causal"])
+@pytest.mark.parametrize(
+    "name",
+    ["padding", "causal_padding", "cross_padding", "explicit_mask", "explicit_padding_causal"],
+)
 def test_probabilities_sum_to_one_over_allowed_keys(name: str) -> None:
     module, kwargs, inputs = _case(name)
     module.eval()
     _, probs = module(inputs[0], **kwargs, need_weights=True)  # (B, H, T_q, T_k)
     t_k = probs.shape[-1]
     allowed, is_causal = build_attention_mask(
-        batch_size=B, num_heads=HEADS, q_len=T, k_len=t_k, device="cpu",
-        attention_mask=kwargs.get("attention_mask"), causal=kwargs.get("causal", False),
+        batch_size=B,
+        num_heads=HEADS,
+        q_len=T,
+        k_len=t_k,
+        device="cpu",
+        attention_mask=kwargs.get("attention_mask"),
+        causal=kwargs.get("causal", False),
         mask=kwargs.get("mask"),
     )
     assert not is_causal
@@ -299,8 +332,13 @@ def _fp16_supported() -> bool:
     "dtype",
     [
         pytest.param(torch.float32, id="float32"),
-        pytest.param(torch.float16, id="float16", marks=pytest.mark.skipif(
-            not _fp16_supported(), reason="float16 matmul/softmax not supported on this CPU")),
+        pytest.param(
+            torch.float16,
+            id="float16",
+            marks=pytest.mark.skipif(
+                not _fp16_supported(), reason="float16 matmul/softmax not supported on this CPU"
+            ),
+        ),
         pytest.param(torch.bfloat16, id="bfloat16"),
     ],
 )
@@ -441,14 +479,20 @@ def test_kv_cache_overflow_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"d_model": 10, "num_heads": 3},
-         r"d_model=10 is not divisible by num_heads=3; valid head counts for 10: 1, 2, 5, 10"),
+        (
+            {"d_model": 10, "num_heads": 3},
+            r"d_model=10 is not divisible by num_heads=3; valid head counts for 10: 1, 2, 5, 10",
+        ),
         ({"d_model": 16, "num_heads": 0}, r"d_model=16 is not divisible by num_heads=0"),
         ({"d_model": 16, "num_heads": 4, "dropout": 1.0}, r"dropout=1.0 is outside \[0, 1\)"),
-        ({"d_model": 16, "num_heads": 4, "attn_dropout": -0.1},
-         r"attn_dropout=-0.1 is outside \[0, 1\)"),
-        ({"d_model": 16, "num_heads": 4, "proj_dropout": 1.5},
-         r"proj_dropout=1.5 is outside \[0, 1\)"),
+        (
+            {"d_model": 16, "num_heads": 4, "attn_dropout": -0.1},
+            r"attn_dropout=-0.1 is outside \[0, 1\)",
+        ),
+        (
+            {"d_model": 16, "num_heads": 4, "proj_dropout": 1.5},
+            r"proj_dropout=1.5 is outside \[0, 1\)",
+        ),
     ],
 )
 def test_constructor_errors(kwargs: dict, match: str) -> None:
@@ -459,11 +503,17 @@ def test_constructor_errors(kwargs: dict, match: str) -> None:
 def test_forward_errors() -> None:
     module = MultiHeadAttention(D_MODEL, HEADS)
     x = torch.randn(2, 6, D_MODEL)
-    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 5\), expected "
-                                         r"\[batch, key_length\] = \[2, 6\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"attention_mask has shape \(2, 5\), expected "
+        r"\[batch, key_length\] = \[2, 6\]",
+    ):
         module(x, attention_mask=torch.ones(2, 5, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"mask has shape \(2, 3, 6, 6\), which does not "
-                                         r"broadcast to .* = \[2, 4, 6, 6\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask has shape \(2, 3, 6, 6\), which does not "
+        r"broadcast to .* = \[2, 4, 6, 6\]",
+    ):
         module(x, mask=torch.ones(2, 3, 6, 6, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"mask has dtype torch.float32"):
         module(x, mask=torch.zeros(6, 6))

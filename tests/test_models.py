@@ -22,8 +22,14 @@ def _seed() -> None:
 
 def tiny_config(arch: str = "decoder", **overrides: Any) -> ModelConfig:
     fields: dict[str, Any] = dict(
-        vocab_size=VOCAB, arch=arch, max_seq_len=16, hidden_size=32, num_layers=2,
-        num_heads=4, dropout=0.0, norm="pre" if arch == "decoder" else "post",
+        vocab_size=VOCAB,
+        arch=arch,
+        max_seq_len=16,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        dropout=0.0,
+        norm="pre" if arch == "decoder" else "post",
     )
     return ModelConfig(**(fields | overrides))
 
@@ -39,9 +45,11 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"hidden_size": 100, "num_heads": 8},
-         "hidden_size=100 is not divisible by num_heads=8; valid head counts for 100: "
-         "1, 2, 4, 5, 10, 20, 25, 50, 100"),
+        (
+            {"hidden_size": 100, "num_heads": 8},
+            "hidden_size=100 is not divisible by num_heads=8; valid head counts for 100: "
+            "1, 2, 4, 5, 10, 20, 25, 50, 100",
+        ),
         ({"dropout": 1.0}, r"dropout=1.0 is outside \[0, 1\)"),
         ({"dropout": -0.1}, r"dropout=-0.1 is outside \[0, 1\)"),
         ({"attn_dropout": 1.5}, r"attn_dropout=1.5 is outside \[0, 1\)"),
@@ -74,13 +82,16 @@ def test_config_errors_say_how_to_fix(overrides: dict[str, Any], match: str) -> 
 
 def test_from_dict_rejects_unknown_and_missing_keys() -> None:
     good = tiny_config().to_dict()
-    with pytest.raises(ValueError, match=r"model.hiden_size \(did you mean model.hidden_size\?\); "
-                       r"valid keys: vocab_size, arch"):
+    with pytest.raises(
+        ValueError,
+        match=r"model.hiden_size \(did you mean model.hidden_size\?\); "
+        r"valid keys: vocab_size, arch",
+    ):
         ModelConfig.from_dict(good | {"hiden_size": 64})
     with pytest.raises(ValueError, match="model.banana; valid keys"):
         ModelConfig.from_dict(good | {"banana": 1})
     del good["vocab_size"]
-    with pytest.raises(ValueError, match="missing ModelConfig key.*vocab_size"):
+    with pytest.raises(ValueError, match="missing key.*model.vocab_size"):
         ModelConfig.from_dict(good)
 
 
@@ -147,11 +158,15 @@ def expected_parameters(cfg: ModelConfig, exclude_embeddings: bool = False) -> i
 
 COUNT_CASES = [
     dict(arch="decoder"),
-    dict(arch="decoder", norm="post", tie_embeddings=False, qkv_bias=False,
-         position="sinusoidal"),
+    dict(arch="decoder", norm="post", tie_embeddings=False, qkv_bias=False, position="sinusoidal"),
     dict(arch="encoder", type_vocab_size=2),
-    dict(arch="encoder", norm="pre", tie_embeddings=False, position="sinusoidal",
-         intermediate_size=48),
+    dict(
+        arch="encoder",
+        norm="pre",
+        tie_embeddings=False,
+        position="sinusoidal",
+        intermediate_size=48,
+    ),
 ]
 
 
@@ -314,15 +329,21 @@ def test_batched_left_padded_generation_equals_one_by_one(use_cache: bool) -> No
 
 @pytest.mark.parametrize(
     "sampling",
-    [dict(temperature=0.0), dict(temperature=1.0), dict(temperature=0.8, top_k=5),
-     dict(temperature=1.0, top_p=0.9), dict(temperature=1.5, top_k=100, top_p=0.5)],
+    [
+        dict(temperature=0.0),
+        dict(temperature=1.0),
+        dict(temperature=0.8, top_k=5),
+        dict(temperature=1.0, top_p=0.9),
+        dict(temperature=1.5, top_k=100, top_p=0.5),
+    ],
 )
 def test_cached_and_uncached_generation_agree(sampling: dict[str, Any]) -> None:
     model = tiny_model("decoder")
     prompt = torch.randint(0, VOCAB, (2, 4))
     outs = [
-        model.generate(prompt, 10, use_cache=use_cache,
-                       generator=torch.Generator().manual_seed(7), **sampling)
+        model.generate(
+            prompt, 10, use_cache=use_cache, generator=torch.Generator().manual_seed(7), **sampling
+        )
         for use_cache in (True, False)
     ]
     assert torch.equal(outs[0], outs[1])
@@ -506,8 +527,6 @@ def test_encoder_uses_right_context_the_decoder_cannot_see() -> None:
     eval_rows = torch.arange(2000)
     with torch.no_grad():
         encoder_accuracy = (encoder(inputs)[eval_rows, p].argmax(-1) == targets).float().mean()
-        decoder_accuracy = (
-            (decoder(inputs)[eval_rows, p - 1].argmax(-1) == targets).float().mean()
-        )
+        decoder_accuracy = (decoder(inputs)[eval_rows, p - 1].argmax(-1) == targets).float().mean()
     assert encoder_accuracy > 0.9
     assert decoder_accuracy < 0.25  # chance is 1/8

@@ -33,16 +33,24 @@ COMMANDS = _readme_commands()
 
 def test_readme_has_the_promised_commands() -> None:
     joined = "\n".join(COMMANDS)
-    for needle in ("python train.py\n", "model=bert", "-m model.num_heads=1,2,4,8",
-                   "mode=eval", "mode=generate", "mode=attention", "ckpt_path=",
-                   "experiment=shakespeare_char", "trainer=ddp"):
+    for needle in (
+        "python train.py\n",
+        "model=bert",
+        "-m model.num_heads=1,2,4,8",
+        "mode=eval",
+        "mode=generate",
+        "mode=attention",
+        "ckpt_path=",
+        "experiment=shakespeare_char",
+        "trainer=ddp",
+    ):
         assert needle in joined + "\n", needle
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_parses_and_composes(command: str) -> None:
     argv = shlex.split(command.split("  #")[0])
-    overrides = argv[argv.index("train.py") + 1:]
+    overrides = argv[argv.index("train.py") + 1 :]
     multirun = "-m" in overrides
     overrides = [o for o in overrides if o != "-m"]
     parsed = OverridesParser.create().parse_overrides(overrides)  # raises on bad grammar

@@ -16,38 +16,27 @@ from pathlib import Path
 import pytest
 import torch
 
-import train
+from modes import Interrupted
 from tests.conftest import ROOT, TINY
 from tests.faults import NaNAtStep, SignalAtStep
-from train import Interrupted, run
+from train import run
 
 # Dropout on, so that resuming exactly needs the RNG states too.
-RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24",
-          "trainer.val_check_interval=8"]
-
-
-@pytest.fixture
-def inject(monkeypatch):
-    """Add Lightning callbacks (fault injectors) to the next training runs."""
-
-    def add(*callbacks):
-        monkeypatch.setattr(train, "EXTRA_CALLBACKS", list(callbacks))
-
-    return add
+RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24", "trainer.val_check_interval=8"]
 
 
 # --------------------------------------------------------------------------- 1. interruption
 
 
 # SIGINT in process is slow-marked: Ctrl-C is also proven through train.py below.
-@pytest.mark.parametrize("signum", [signal.SIGTERM,
-                                    pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
-def test_interrupted_run_resumes_to_the_same_loss(make_cfg, inject, tmp_path, signum) -> None:
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
+)
+def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum) -> None:
     full = run(make_cfg(*RESUME, output_dir=tmp_path / "full"))
 
-    inject(SignalAtStep(11, signum))
     with pytest.raises(Interrupted, match=rf"{signal.Signals(signum).name} at step 11") as err:
-        run(make_cfg(*RESUME, output_dir=tmp_path / "cut"))
+        run(make_cfg(*RESUME, output_dir=tmp_path / "cut"), [SignalAtStep(11, signum)])
     assert err.value.exit_code == 128 + signum
     last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
     saved = torch.load(last, weights_only=True)
@@ -55,7 +44,6 @@ def test_interrupted_run_resumes_to_the_same_loss(make_cfg, inject, tmp_path, si
     status = json.loads((tmp_path / "cut" / "metrics.json").read_text())
     assert status["status"] == "interrupted" and status["resume_ckpt"] == str(last)
 
-    inject()
     resumed = run(make_cfg(*RESUME, f"ckpt_path={last}", output_dir=tmp_path / "resumed"))
     assert resumed["step"] == full["step"] == 24
     # Exact to float noise: without the RNG states restored the gap is ~4e-5 (dropout masks).
@@ -63,11 +51,12 @@ def test_interrupted_run_resumes_to_the_same_loss(make_cfg, inject, tmp_path, si
     assert resumed["best_val_loss"] == pytest.approx(full["best_val_loss"], abs=1e-6)
 
 
-def _train_py(*args: str, cwd: Path, wrapper: str | None = None, timeout: int = 300,
-              **env_vars: str) -> subprocess.CompletedProcess:
+def _train_py(
+    *args: str, cwd: Path, wrapper: str | None = None, timeout: int = 300, **env_vars: str
+) -> subprocess.CompletedProcess:
     """The real entry point in a subprocess; ``wrapper`` is Python code run in place of
-    ``train.py`` that adds fault injectors (it ends by calling ``train.main()``; DDP children
-    re-run it too)."""
+    ``train.py`` that adds fault injectors (it ends by calling ``tests.faults.main_with``;
+    DDP children re-run it too)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
     env.pop("TINYLM_DEBUG", None)
     script = str(ROOT / "train.py")
@@ -75,15 +64,28 @@ def _train_py(*args: str, cwd: Path, wrapper: str | None = None, timeout: int = 
         path = cwd / "train_with_faults.py"
         path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
         script = str(path)
-    return subprocess.run([sys.executable, script, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, script, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_ctrl_c_through_train_py_saves_and_exits_cleanly(tmp_path: Path) -> None:
-    wrapper = ("import signal\nfrom tests.faults import SignalAtStep, main_with\n"
-               "main_with(SignalAtStep(5, signal.SIGINT))\n")
-    proc = _train_py(*TINY, "trainer.max_steps=20", f"hydra.run.dir={tmp_path / 'run'}",
-                     cwd=tmp_path, wrapper=wrapper)
+    wrapper = (
+        "import signal\nfrom tests.faults import SignalAtStep, main_with\n"
+        "main_with(SignalAtStep(5, signal.SIGINT))\n"
+    )
+    proc = _train_py(
+        *TINY,
+        "trainer.max_steps=20",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        wrapper=wrapper,
+    )
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("tinylm:")]
@@ -102,16 +104,24 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("tiny") / "run"
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            *TINY, f"output_dir={out}", "trainer.max_steps=16", "trainer.val_check_interval=8"])
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                *TINY,
+                f"output_dir={out}",
+                "trainer.max_steps=16",
+                "trainer.val_check_interval=8",
+            ],
+        )
     run(cfg)
     return out / "checkpoints" / "last.ckpt"
 
 
-def test_failed_write_leaves_the_previous_checkpoint(tiny_ckpt: Path, tmp_path: Path,
-                                                     monkeypatch) -> None:
-    from models.checkpoint import read_checkpoint
-    from models.fault_tolerance import AtomicCheckpointIO
+def test_failed_write_leaves_the_previous_checkpoint(
+    tiny_ckpt: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from training.callbacks import AtomicCheckpointIO
+    from training.checkpoint import read_checkpoint
 
     target = tmp_path / "last.ckpt"
     target.write_bytes(tiny_ckpt.read_bytes())
@@ -150,7 +160,7 @@ def test_crash_while_saving_during_training_keeps_last_ckpt(make_cfg, tmp_path, 
     with pytest.raises(OSError, match="killed mid-write"):
         run(make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
     monkeypatch.setattr(torch, "save", real_save)
-    from models.checkpoint import load_checkpoint
+    from training.checkpoint import load_checkpoint
 
     assert 16 in calls
     assert load_checkpoint(out / "checkpoints" / "last.ckpt").global_step == 8
@@ -165,28 +175,33 @@ def _all_finite(ckpt: Path) -> bool:
     return all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
 
 
-def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(make_cfg, inject,
-                                                                         tmp_path) -> None:
-    inject(NaNAtStep(10))
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(
+    make_cfg, tmp_path
+) -> None:
     out = tmp_path / "run"
     with pytest.raises(FloatingPointError, match=r"at step 10\..*optim\.lr=.*precision"):
-        run(make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+        run(
+            make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out),
+            [NaNAtStep(10)],
+        )
     last = out / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 8 and _all_finite(last)
 
 
-def test_nan_weights_at_a_validation_step_are_never_saved(make_cfg, inject, tmp_path) -> None:
+def test_nan_weights_at_a_validation_step_are_never_saved(make_cfg, tmp_path) -> None:
     # The weights diverge at step 8, a validation + checkpoint step: the validation loss
     # stops training before ModelCheckpoint writes them.
-    inject(NaNAtStep(8))
     out = tmp_path / "run"
     with pytest.raises(FloatingPointError, match=r"validation loss became nan at step 8"):
-        run(make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+        run(
+            make_cfg("trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out),
+            [NaNAtStep(8)],
+        )
     assert not list(out.glob("checkpoints/*.ckpt"))
 
 
 def test_checkpoint_io_refuses_nan_weights(tiny_ckpt: Path, tmp_path: Path) -> None:
-    from models.fault_tolerance import AtomicCheckpointIO
+    from training.callbacks import AtomicCheckpointIO
 
     checkpoint = torch.load(tiny_ckpt, weights_only=True)
     name = next(iter(checkpoint["state_dict"]))
@@ -199,8 +214,16 @@ def test_checkpoint_io_refuses_nan_weights(tiny_ckpt: Path, tmp_path: Path) -> N
 def test_huge_learning_rate_diverges_with_a_message(make_cfg, tmp_path) -> None:
     out = tmp_path / "run"
     with pytest.raises(FloatingPointError, match=r"optim\.lr=1000000\.0"):
-        run(make_cfg("optim.lr=1e6", "optim.warmup_steps=0", "trainer.gradient_clip_val=null",
-                     "trainer.max_steps=24", "trainer.val_check_interval=8", output_dir=out))
+        run(
+            make_cfg(
+                "optim.lr=1e6",
+                "optim.warmup_steps=0",
+                "trainer.gradient_clip_val=null",
+                "trainer.max_steps=24",
+                "trainer.val_check_interval=8",
+                output_dir=out,
+            )
+        )
     for ckpt in out.glob("checkpoints/*.ckpt"):
         assert _all_finite(ckpt), ckpt
 
@@ -225,7 +248,10 @@ CONFIG_ERRORS = [
     (["model.dropout=-0.1"], r"dropout=-0.1 is outside \[0, 1\)"),
     (["model.attn_dropout=1.5"], r"attn_dropout=1.5 is outside \[0, 1\)"),
     (["+model.num_head=4"], r"model.num_head \(did you mean model.num_heads\?\)"),
-    (["+data.colum=x"], r"unknown data config key\(s\) \['colum'\].*valid keys"),
+    (
+        ["+data.colum=x"],
+        r"unknown key\(s\) data.colum \(did you mean data.text_column\?\); valid keys",
+    ),
     (["+trainer.gpus=1"], r"unknown key\(s\) trainer.gpus; valid keys"),
     (["+optim.momentum=0.9"], r"unknown key\(s\) optim.momentum"),
     (["+temprature=0"], r"unknown key\(s\) temprature \(did you mean temperature\?\); valid keys"),
@@ -249,23 +275,31 @@ CONFIG_ERRORS = [
     (["data=text", "data.path=/nonexistent/corpus.txt"], r"/nonexistent/corpus.txt"),
     (["data=text", "data.path={d}/empty.txt"], r"empty.txt is an empty file"),
     (["data=text", "data.path={d}/blank.txt"], r"has no text"),
-    (["data=text", "data.path={d}/table.csv"], r"data.text_column='text' is not a column.*"
-                                               r"\['title', 'body'\]"),
-    (["data=text", "data.path={d}/table.csv", "data.text_column=nope"],
-     r"data.text_column='nope' is not a column"),
+    (
+        ["data=text", "data.path={d}/table.csv"],
+        r"data.text_column='text' is not a column.*"
+        r"\['title', 'body'\]",
+    ),
+    (
+        ["data=text", "data.path={d}/table.csv", "data.text_column=nope"],
+        r"data.text_column='nope' is not a column",
+    ),
     (["ckpt_path=/nonexistent/last.ckpt"], r"checkpoint /nonexistent/last.ckpt does not exist"),
 ]
 
 
-@pytest.mark.parametrize(("overrides", "message"), CONFIG_ERRORS,
-                         ids=[" ".join(o) for o, _ in CONFIG_ERRORS])
-def test_bad_configuration_names_key_value_and_fix(make_cfg, bad_files, monkeypatch, overrides,
-                                                   message) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "message"), CONFIG_ERRORS, ids=[" ".join(o) for o, _ in CONFIG_ERRORS]
+)
+def test_bad_configuration_names_key_value_and_fix(
+    make_cfg, bad_files, monkeypatch, overrides, message
+) -> None:
     # "before any data is processed": the data module is never built for config errors.
     import data.datamodule
 
     checks_data = any(o.startswith("data=") for o in overrides)
     if not checks_data:
+
         def no_data(*args, **kwargs):
             raise AssertionError("data was touched before the configuration was checked")
 
@@ -282,7 +316,7 @@ def test_bad_configuration_names_key_value_and_fix(make_cfg, bad_files, monkeypa
 CLI_ERRORS = [
     (["model=gpt3"], "Available options in 'model'"),
     (["model.num_head=4"], "Key 'num_head' is not in struct"),
-    (["+data.colum=x"], "unknown data config key(s) ['colum']"),
+    (["+data.colum=x"], "unknown key(s) data.colum"),
     (["data=text", "data.path={d}/empty.txt"], "is an empty file"),
 ]
 CLI_ERRORS_SLOW = [
@@ -296,9 +330,9 @@ CLI_ERRORS_SLOW = [
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [*CLI_ERRORS, *(pytest.param(*case, marks=pytest.mark.slow) for case in CLI_ERRORS_SLOW)],
-    ids=[" ".join(o) for o, _ in [*CLI_ERRORS, *CLI_ERRORS_SLOW]])
-def test_train_py_prints_a_message_not_a_traceback(tmp_path, bad_files, overrides,
-                                                   message) -> None:
+    ids=[" ".join(o) for o, _ in [*CLI_ERRORS, *CLI_ERRORS_SLOW]],
+)
+def test_train_py_prints_a_message_not_a_traceback(tmp_path, bad_files, overrides, message) -> None:
     overrides = [o.format(d=bad_files) for o in overrides]
     proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 1
@@ -335,8 +369,11 @@ def test_truncated_checkpoint_gives_a_clear_error(tiny_ckpt, tmp_path, make_cfg,
 
 
 def test_resuming_with_the_other_architecture_is_refused(tiny_ckpt, make_cfg) -> None:
-    with pytest.raises(ValueError, match=r"holds a decoder \(model=gpt\) but the model "
-                                         r"config builds an encoder \(model=bert\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds a decoder \(model=gpt\) but the model "
+        r"config builds an encoder \(model=bert\)",
+    ):
         run(make_cfg("model=bert", *TINY[1:5], f"ckpt_path={tiny_ckpt}"))
     with pytest.raises(ValueError, match=r"model.max_seq_len=64 \(checkpoint: 32\)"):
         run(make_cfg("model.max_seq_len=64", f"ckpt_path={tiny_ckpt}"))
@@ -350,8 +387,11 @@ def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) ->
     checkpoint["hyper_parameters"]["tokenizer_json"] = other.to_str()
     bad = tmp_path / "mismatch.ckpt"
     torch.save(checkpoint, bad)
-    with pytest.raises(ValueError, match=r"tokenizer has 3 tokens but the model's vocab_size "
-                                         r"is 300"):
+    with pytest.raises(
+        ValueError,
+        match=r"tokenizer has 3 tokens but the model's vocab_size "
+        r"is 300",
+    ):
         run(make_cfg("mode=generate", f"ckpt_path={bad}"))
 
 
@@ -359,15 +399,21 @@ def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) ->
 def test_longer_context_than_the_position_table(tiny_ckpt, tmp_path, mode) -> None:
     # model.* on the command line of eval/generate would be ignored (the checkpoint decides):
     # a larger max_seq_len is refused, naming the table size.
-    proc = _train_py(*TINY, f"mode={mode}", f"ckpt_path={tiny_ckpt}", "model.max_seq_len=64",
-                     f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    proc = _train_py(
+        *TINY,
+        f"mode={mode}",
+        f"ckpt_path={tiny_ckpt}",
+        "model.max_seq_len=64",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "model.max_seq_len=64 is larger than the position table" in proc.stderr
     assert "(32 positions)" in proc.stderr
 
 
 def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg) -> None:
-    from models.checkpoint import load_checkpoint, load_safetensors
+    from training.checkpoint import load_checkpoint, load_safetensors
 
     out = Path(run(make_cfg("mode=export", f"ckpt_path={tiny_ckpt}"))["safetensors"])
     assert out == tiny_ckpt.with_suffix(".safetensors") and out.is_file()
@@ -383,8 +429,9 @@ def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg) -> N
 
 
 def _generate(make_cfg, ckpt: Path, *overrides: str) -> str:
-    return run(make_cfg("mode=generate", f"ckpt_path={ckpt}", "max_new_tokens=8",
-                        *overrides))["text"]
+    return run(make_cfg("mode=generate", f"ckpt_path={ckpt}", "max_new_tokens=8", *overrides))[
+        "text"
+    ]
 
 
 def test_generation_inputs_behave_as_documented(tiny_ckpt, make_cfg, capsys) -> None:
@@ -400,8 +447,9 @@ def test_generation_inputs_behave_as_documented(tiny_ckpt, make_cfg, capsys) -> 
     assert off == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=null")
     assert off == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=100000")
     # top_p=1 keeps the whole distribution.
-    assert off == _generate(make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=0",
-                            "top_p=1.0")
+    assert off == _generate(
+        make_cfg, tiny_ckpt, "prompt=The", "temperature=1", "top_k=0", "top_p=1.0"
+    )
     # A prompt longer than the context (32 tokens): the model reads its last 32 tokens.
     long_prompt = " ".join(["The class statement is executed."] * 12)
     capsys.readouterr()
@@ -414,13 +462,20 @@ def test_generation_inputs_behave_as_documented(tiny_ckpt, make_cfg, capsys) -> 
 
 def test_prompt_of_unknown_characters_with_a_char_tokenizer(make_cfg, tmp_path, capsys) -> None:
     out = tmp_path / "char"
-    run(make_cfg("data.tokenizer=char", "trainer.max_steps=4", "trainer.val_check_interval=4",
-                 output_dir=out))
+    run(
+        make_cfg(
+            "data.tokenizer=char",
+            "trainer.max_steps=4",
+            "trainer.val_check_interval=4",
+            output_dir=out,
+        )
+    )
     capsys.readouterr()
     text = _generate(make_cfg, out / "checkpoints" / "last.ckpt", "prompt='☃★'")
     assert "'☃', '★'" in capsys.readouterr().err and isinstance(text, str)
-    text = _generate(make_cfg, out / "checkpoints" / "last.ckpt", "prompt='The ☃ class'",
-                     "temperature=0")
+    text = _generate(
+        make_cfg, out / "checkpoints" / "last.ckpt", "prompt='The ☃ class'", "temperature=0"
+    )
     assert text.startswith("The  class")  # the unknown character is left out
 
 
@@ -431,11 +486,18 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     import csv
 
     sweep = tmp_path / "sweep"
-    args = ["-m", *TINY, "trainer.max_steps=10", "trainer.val_check_interval=5",
-            "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}"]
+    args = [
+        "-m",
+        *TINY,
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=5",
+        "model.dropout=0.0,0.1",
+        f"hydra.sweep.dir={sweep}",
+    ]
     # First pass: job 0 completes, job 1 is stopped by SIGTERM at step 7 (a pre-emption).
-    wrapper = ("from tests.faults import SignalInSweepJob, main_with\n"
-               "main_with(SignalInSweepJob(1, 7))\n")
+    wrapper = (
+        "from tests.faults import SignalInSweepJob, main_with\nmain_with(SignalInSweepJob(1, 7))\n"
+    )
     first = _train_py(*args, cwd=tmp_path, wrapper=wrapper)
     assert first.returncode == 143, first.stderr[-3000:]
     assert "Traceback" not in first.stderr
@@ -462,8 +524,14 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
 def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -> None:
     """The other kind of unfinished job: metrics.json gone (killed hard), last.ckpt kept."""
     sweep = tmp_path / "sweep"
-    args = ["-m", *TINY, "trainer.max_steps=6", "trainer.val_check_interval=3",
-            "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}"]
+    args = [
+        "-m",
+        *TINY,
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+        "model.dropout=0.0,0.1",
+        f"hydra.sweep.dir={sweep}",
+    ]
     assert _train_py(*args, cwd=tmp_path).returncode == 0
     (sweep / "1" / "metrics.json").unlink()
     again = _train_py(*args, cwd=tmp_path)
@@ -476,18 +544,33 @@ def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -
 
 # --------------------------------------------------------------------------- 7. distributed
 
-DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
-       "trainer.precision=32-true", "trainer.compile=false"]
+DDP = [
+    "trainer=ddp",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "trainer.precision=32-true",
+    "trainer.compile=false",
+]
 
 
 def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> None:
     counts = tmp_path / "tokenizer_trainings.txt"
-    wrapper = ("from tests.faults import count_tokenizer_training, main_with\n"
-               f"count_tokenizer_training({str(counts)!r})\nmain_with()\n")
+    wrapper = (
+        "from tests.faults import count_tokenizer_training, main_with\n"
+        f"count_tokenizer_training({str(counts)!r})\nmain_with()\n"
+    )
     out = tmp_path / "run"
-    proc = _train_py(*TINY, *DDP, "logger=csv", "trainer.max_steps=10",
-                     "trainer.val_check_interval=5", f"hydra.run.dir={out}", cwd=tmp_path,
-                     wrapper=wrapper, TINYLM_CACHE=str(tmp_path / "cache"))
+    proc = _train_py(
+        *TINY,
+        *DDP,
+        "logger=csv",
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=5",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+        wrapper=wrapper,
+        TINYLM_CACHE=str(tmp_path / "cache"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "GLOBAL_RANK: 1" in proc.stderr  # two processes really ran
     assert proc.stdout.count("tinylm: decoder with") == 1
@@ -507,8 +590,16 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
     import csv
 
     sweep = tmp_path / "sweep"
-    proc = _train_py("-m", *TINY, *DDP, "trainer.max_steps=6", "trainer.val_check_interval=3",
-                     "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    proc = _train_py(
+        "-m",
+        *TINY,
+        *DDP,
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+        "model.dropout=0.0,0.1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("Launching 2 jobs") == 1  # the sweep ran once, not per rank
     with open(sweep / "summary.csv") as f:

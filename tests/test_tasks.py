@@ -1,4 +1,4 @@
-"""Tests for models/tasks.py: the loss and the learning-rate schedule."""
+"""Tests for training/task.py: the loss and the learning-rate schedule."""
 
 from __future__ import annotations
 
@@ -7,18 +7,26 @@ import math
 import pytest
 import torch
 
-from models.tasks import MaskedLMTask, warmup_cosine
+from conf.schema import OptimConfig
+from data.config import DataConfig
 from tests.test_models import tiny_config
+from training.task import MaskedLMTask, warmup_cosine
 
-OPTIM = {"lr": 1e-3, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "warmup_steps": 1,
-         "min_lr_ratio": 0.1}
+OPTIM = OptimConfig(
+    lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
+)
 
 
 def test_mlm_batch_without_masked_tokens_has_zero_loss_not_nan() -> None:
-    cfg = tiny_config(arch="encoder").to_dict()
-    task = MaskedLMTask(model_config=cfg, optim_config=OPTIM, tokenizer_json="{}",
-                        data_config={}, chars_per_token={})
-    ids = torch.randint(5, cfg["vocab_size"], (2, 8))
+    cfg = tiny_config(arch="encoder")
+    task = MaskedLMTask(
+        model_config=cfg,
+        optim_config=OPTIM,
+        tokenizer_json="{}",
+        data_config=DataConfig(),
+        chars_per_token={},
+    )
+    ids = torch.randint(5, cfg.vocab_size, (2, 8))
     labels = torch.full_like(ids, -100)
     loss, _ = task._loss({"input_ids": ids, "labels": labels})
     assert loss.item() == 0.0

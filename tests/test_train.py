@@ -43,13 +43,18 @@ def gpt_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 def test_gpt_trains_and_writes_its_run_dir(gpt_run: tuple[Path, dict]) -> None:
     out, metrics = gpt_run
     _assert_loss_fell(out, by=0.3)
-    for name in ("checkpoints/best.ckpt", "checkpoints/last.ckpt", "tokenizer.json",
-                 "metrics.json"):
+    for name in (
+        "checkpoints/best.ckpt",
+        "checkpoints/last.ckpt",
+        "tokenizer.json",
+        "metrics.json",
+    ):
         assert (out / name).is_file(), name
     assert metrics["status"] == "completed" and metrics["step"] == 30
     assert 0.0 < metrics["val_acc"] < 1.0  # next-token accuracy
     assert metrics["val_bpc"] > 0 and metrics["val_ppl"] == pytest.approx(
-        torch.exp(torch.tensor(metrics["val_loss"])).item(), rel=1e-4)
+        torch.exp(torch.tensor(metrics["val_loss"])).item(), rel=1e-4
+    )
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["best_val_loss"] == pytest.approx(metrics["best_val_loss"])
 
@@ -64,8 +69,13 @@ def test_checkpoint_is_self_contained_and_weights_only(gpt_run: tuple[Path, dict
 
 def test_bert_trains(make_cfg) -> None:
     # MLM has ~15% targets per example: a larger batch keeps the loss curve readable.
-    cfg = make_cfg("model=bert", "logger=csv", "data.batch_size=32", "trainer.max_steps=60",
-                   "trainer.val_check_interval=30")
+    cfg = make_cfg(
+        "model=bert",
+        "logger=csv",
+        "data.batch_size=32",
+        "trainer.max_steps=60",
+        "trainer.val_check_interval=30",
+    )
     metrics = run(cfg)
     out = Path(cfg.output_dir)
     _assert_loss_fell(out, by=0.25)
@@ -99,11 +109,13 @@ def test_eval_writes_eval_json(gpt_run: tuple[Path, dict], make_cfg) -> None:
 def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg) -> None:
     out, _ = gpt_run
     best = out / "checkpoints/best.ckpt"
-    text = run(make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function",
-                        "temperature=0"))["text"]
+    text = run(
+        make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function", "temperature=0")
+    )["text"]
     assert text.startswith("The function") and len(text) > len("The function")
-    again = run(make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function",
-                         "temperature=0"))["text"]
+    again = run(
+        make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function", "temperature=0")
+    )["text"]
     assert again == text  # greedy is deterministic
     result = run(make_cfg("mode=attention", f"ckpt_path={best}", "prompt=The function"))
     png = Path(result["png"])
@@ -114,8 +126,12 @@ def _train_py(*args: str, cwd: Path, timeout: int = 600) -> subprocess.Completed
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TINYLM_DEBUG", None)
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, env=env,
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -129,8 +145,13 @@ def test_bad_override_prints_a_message_not_a_traceback(tmp_path: Path) -> None:
 def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path, make_cfg) -> None:
     sweep = tmp_path / "sweep"
     proc = _train_py(
-        "-m", *TINY, "trainer.max_steps=10", "trainer.val_check_interval=5",
-        "model.num_heads=2,3", "model.dropout=0.0,0.1", f"hydra.sweep.dir={sweep}",
+        "-m",
+        *TINY,
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=5",
+        "model.num_heads=2,3",
+        "model.dropout=0.0,0.1",
+        f"hydra.sweep.dir={sweep}",
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -169,8 +190,13 @@ def test_experiment_preset_overrides_top_level_defaults() -> None:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=shakespeare_char"])
     assert (cfg.optim.warmup_steps, cfg.optim.beta2, cfg.optim.lr) == (100, 0.99, 1e-3)
-    assert (cfg.model.num_layers, cfg.model.num_heads, cfg.model.hidden_size,
-            cfg.model.max_seq_len, cfg.model.dropout) == (4, 4, 128, 64, 0.0)
+    assert (
+        cfg.model.num_layers,
+        cfg.model.num_heads,
+        cfg.model.hidden_size,
+        cfg.model.max_seq_len,
+        cfg.model.dropout,
+    ) == (4, 4, 128, 64, 0.0)
     assert (cfg.data.source, cfg.data.tokenizer, cfg.data.batch_size) == ("files", "char", 12)
     assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval) == (2000, 250)
 
@@ -179,8 +205,13 @@ def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: 
     """Through train.py, where Hydra records the overrides (compose() records none)."""
     out, _ = gpt_run
     best = out / "checkpoints/best.ckpt"
-    proc = _train_py("mode=eval", f"ckpt_path={best}", "data.split=test",
-                     f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    proc = _train_py(
+        "mode=eval",
+        f"ckpt_path={best}",
+        "data.split=test",
+        f"hydra.run.dir={tmp_path}",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((best.parent / "eval.json").read_text())["split"] == "test"
 
@@ -193,8 +224,9 @@ def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: 
         (["max_new_tokens=abc"], r"max_new_tokens='abc' has type str; expected int"),
     ],
 )
-def test_more_bad_input_gives_one_message(tmp_path: Path, overrides: list[str],
-                                          message: str) -> None:
+def test_more_bad_input_gives_one_message(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
     proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert re.search(message, proc.stderr), proc.stderr[-2000:]

@@ -1,7 +1,8 @@
-"""What tinylm writes for people to read: sweep summaries, heatmaps and attention maps.
+"""What tinylm writes for people to read about runs: metrics.json, tables, sweep summaries.
 
-Every run directory holds a ``metrics.json`` (written by train.py, also for failed runs);
-a sweep summary is built from those files alone, so it can be rebuilt at any time.
+Every run directory holds a ``metrics.json`` (written by the train mode, also for failed and
+interrupted runs); a sweep summary is built from those files alone, so it can be rebuilt at
+any time.
 """
 
 from __future__ import annotations
@@ -18,18 +19,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+from data.cache import write_text_atomically
+
 METRICS_FILE = "metrics.json"
 _FIXED_COLUMNS = ("model.num_heads", "model.dropout")
 _RESULT_COLUMNS = ("params", "best_val_loss", "val_ppl", "tokens_per_sec", "status", "error")
 
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
-    path = Path(run_dir) / METRICS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(metrics, indent=2, default=str))
-    tmp.replace(path)
-    return path
+    return write_text_atomically(
+        Path(run_dir) / METRICS_FILE, json.dumps(metrics, indent=2, default=str)
+    )
 
 
 def read_metrics(run_dir: Path) -> dict[str, Any] | None:
@@ -79,10 +79,11 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
 
 def _summary_row(run: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     values = {**run.get("config", {}), **run.get("overrides", {}), **run}
-    return {c: _fmt(values.get(c)) for c in columns}
+    return {c: format_value(values.get(c)) for c in columns}
 
 
-def _fmt(value: Any) -> Any:
+def format_value(value: Any) -> Any:
+    """A table cell: floats to 4 significant digits (whole numbers from 1000 up), None empty."""
     if isinstance(value, float):
         if not math.isfinite(value):
             return str(value)
@@ -131,8 +132,15 @@ def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: 
             text = f"{loss:.3f}" if math.isfinite(loss) else ("failed" if failed[i][j] else "-")
             # Dark text on the light (low-loss) end of the colour map, white on the dark end.
             light = math.isfinite(loss) and (loss - low) <= 0.5 * (high - low)
-            ax.text(j, i, text, ha="center", va="center", fontsize=9,
-                    color="black" if light else "white")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="black" if light else "white",
+            )
     ax.set_title("validation loss")
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
@@ -146,30 +154,3 @@ def natural_key(value: str) -> tuple[int, float, str]:
         return (0, float(value), value)
     except ValueError:
         return (1, 0.0, value)
-
-
-def plot_attention(
-    attentions: Sequence[Any], tokens: Sequence[str], out_path: Path, title: str = ""
-) -> Path:
-    """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``.
-
-    ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns).
-    """
-    num_layers, num_heads = len(attentions), attentions[0].shape[0]
-    size = max(2.0, 0.25 * len(tokens))
-    fig, axes = plt.subplots(
-        num_layers, num_heads, figsize=(size * num_heads, size * num_layers), squeeze=False
-    )
-    for layer, layer_maps in enumerate(attentions):
-        for head in range(num_heads):
-            ax = axes[layer][head]
-            ax.imshow(layer_maps[head], cmap="Blues", vmin=0.0, vmax=1.0)
-            ax.set_title(f"layer {layer} head {head}", fontsize=8)
-            ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
-            ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return out_path

@@ -7,7 +7,6 @@ carry the random number generators through a checkpoint as plain types.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import threading
@@ -19,6 +18,8 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from data.cache import write_atomically
 
 DIVERGENCE_HINT = (
     "Likely causes: a learning rate too high (optim.lr={lr}; try 3x smaller, or a longer "
@@ -32,8 +33,13 @@ def rng_states() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     states: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "python": random.getstate(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -44,8 +50,15 @@ def rng_states() -> dict[str, Any]:
 def set_rng_states(states: dict[str, Any]) -> None:
     torch.set_rng_state(states["torch"])
     numpy = states["numpy"]
-    np.random.set_state((numpy["kind"], numpy["keys"].numpy().astype(np.uint32), numpy["pos"],
-                         numpy["has_gauss"], numpy["cached_gaussian"]))
+    np.random.set_state(
+        (
+            numpy["kind"],
+            numpy["keys"].numpy().astype(np.uint32),
+            numpy["pos"],
+            numpy["has_gauss"],
+            numpy["cached_gaussian"],
+        )
+    )
     version, internal, gauss = states["python"]
     random.setstate((version, tuple(internal), gauss))
     if "cuda" in states and torch.cuda.is_available():
@@ -53,8 +66,9 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write ``NAME.tmp`` beside the checkpoint, fsync, then ``os.replace``: a crash or an
-    error mid-write leaves the previous checkpoint whole.
+    """Write a temporary file beside the checkpoint, fsync, then ``os.replace`` it
+    (``data.cache.write_atomically``): a crash or an error mid-write leaves the previous
+    checkpoint whole.
 
     Lightning's own ``_atomic_save`` serialises to memory first, then goes through fsspec, whose
     local "transaction" writes a temp file in the system temp directory and ``shutil.move``s
@@ -62,30 +76,24 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     Weights that hold NaN/Inf are refused, so a diverged run never replaces a good checkpoint.
     """
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
-                        storage_options: Any | None = None) -> None:
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
+    ) -> None:
         _refuse_non_finite(checkpoint, path)
         if "://" in str(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_atomically(path, lambda f: torch.save(checkpoint, f))
         return None
 
 
 def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
-    bad = [name for name, value in checkpoint.get("state_dict", {}).items()
-           if torch.is_tensor(value) and value.is_floating_point()
-           and not bool(torch.isfinite(value).all())]
+    bad = [
+        name
+        for name, value in checkpoint.get("state_dict", {}).items()
+        if torch.is_tensor(value)
+        and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    ]
     if bad:
         lr = checkpoint.get("hyper_parameters", {}).get("optim_config", {}).get("lr")
         raise FloatingPointError(
@@ -106,8 +114,8 @@ class SaveOnInterrupt(L.Callback):
     Ctrl-C stops at once, without saving.
     """
 
-    def __init__(self, ckpt_path: str | Path) -> None:
-        self.ckpt_path = Path(ckpt_path)
+    def __init__(self, save_path: str | Path) -> None:
+        self.save_path = Path(save_path)
         self.signal: int | None = None
         self.saved: Path | None = None
         self.step: int | None = None
@@ -134,12 +142,13 @@ class SaveOnInterrupt(L.Callback):
         elif self._trainer is not None:
             self._trainer._signal_connector.received_sigterm = True
 
-    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule,
-                     exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
         if not isinstance(exception, SIGTERMException):
             return  # a crash or a NaN: the last regular checkpoint stays as it is
         if self.signal is None:
             self.signal = signal.SIGTERM
-        trainer.save_checkpoint(self.ckpt_path)  # every rank: it holds a barrier
-        self.saved = self.ckpt_path
+        trainer.save_checkpoint(self.save_path)  # every rank: it holds a barrier
+        self.saved = self.save_path
         self.step = trainer.global_step

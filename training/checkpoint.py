@@ -1,4 +1,4 @@
-"""Reading tinylm checkpoints safely, and exporting their weights.
+"""Reading tinylm checkpoints safely, holding settings against them, exporting their weights.
 
 A checkpoint is Lightning's: ``state_dict`` (network weights under ``model.``) and
 ``hyper_parameters`` holding plain types only (model/optim/data configs as dicts, the tokenizer
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from conf.schema import Settings
 from models.config import ModelConfig
 from models.transformer import build_model
 
@@ -92,15 +93,16 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
             f"{path}: the weights do not fit the model config stored in it ({err})"
         ) from None
     return LoadedCheckpoint(
-        path=Path(path), model=model.eval(), config=config, hparams=dict(hparams),
+        path=Path(path),
+        model=model.eval(),
+        config=config,
+        hparams=dict(hparams),
         global_step=int(checkpoint.get("global_step", 0)),
     )
 
 
 def check_tokenizer_fits(tokenizer_json: str, config: ModelConfig, where: Any) -> None:
     """The tokenizer's vocabulary must be the model's: otherwise ids index the wrong rows."""
-    import json
-
     try:
         tokenizer = json.loads(tokenizer_json)
         vocab = tokenizer["model"]["vocab"]
@@ -123,8 +125,10 @@ def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
 
     loaded = load_checkpoint(path)
     out_path = Path(out_path)
-    metadata = {"model_config": json.dumps(loaded.config.to_dict()),
-                "tokenizer_json": loaded.tokenizer_json}
+    metadata = {
+        "model_config": json.dumps(loaded.config.to_dict()),
+        "tokenizer_json": loaded.tokenizer_json,
+    }
     # save_model, unlike save_file, handles the tied embedding/head weights.
     save_model(loaded.model, str(out_path), metadata=metadata)
     return out_path
@@ -143,3 +147,59 @@ def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
     model = build_model(config)
     load_model(model, str(path))
     return model.eval(), metadata.get("tokenizer_json", "")
+
+
+# ------------------------------------------------------ settings held against a checkpoint
+
+
+def check_resume_model(ckpt: str | Path, trained: dict[str, Any], requested: ModelConfig) -> None:
+    """Resuming needs the model of the checkpoint: say which keys differ, before any data."""
+    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
+    asked = requested.to_dict()
+    differ = [k for k, v in asked.items() if k not in filled and trained.get(k) != v]
+    if not differ:
+        return
+    if "arch" in differ:
+
+        def named(arch: str) -> str:
+            return "a decoder (model=gpt)" if arch == "decoder" else "an encoder (model=bert)"
+
+        raise ValueError(
+            f"ckpt_path={ckpt} holds {named(trained['arch'])} but the model config builds "
+            f"{named(requested.arch)}; resume with the checkpoint's model, or start a new "
+            "run without ckpt_path"
+        )
+    pairs = ", ".join(f"model.{k}={asked[k]} (checkpoint: {trained.get(k)})" for k in differ)
+    raise ValueError(
+        f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
+        "checkpoint's model.* settings, or start a new run without ckpt_path"
+    )
+
+
+def check_no_model_overrides(settings: Settings, ckpt: str | Path) -> None:
+    """eval/generate/attention/export take the model from the checkpoint: a model.* (or
+    model=) on the command line would be silently ignored, so it is refused instead. A
+    larger model.max_seq_len is the case users hit: the learned position table of the
+    checkpoint has exactly max_seq_len rows."""
+    asked = [k for k in settings.overrides if k == "model" or k.startswith("model.")]
+    if not asked:
+        return
+    trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
+    requested = settings.model.to_dict()
+    mode = settings.job.mode
+    table = trained["max_seq_len"]
+    if "model.max_seq_len" in asked and requested["max_seq_len"] > table:
+        raise ValueError(
+            f"model.max_seq_len={requested['max_seq_len']} is larger than the position "
+            f"table of {ckpt} ({table} positions); mode={mode} uses the checkpoint's model: "
+            f"drop model.max_seq_len (generation slides a window of {table} tokens over longer "
+            "texts)"
+        )
+    keys = {k: "arch" if k == "model" else k.removeprefix("model.") for k in asked}
+    differ = [k for k, key in keys.items() if requested.get(key) != trained.get(key)]
+    if differ:
+        raise ValueError(
+            f"mode={mode} takes the model config from the checkpoint {ckpt}, which differs from "
+            f"{', '.join(differ)} on the command line: drop them (to train another model, use "
+            "mode=train)"
+        )

@@ -1,15 +1,16 @@
 """LightningModules that train tinylm's networks: losses, metrics, optimiser and schedule.
 
-The networks themselves (``models.transformer``) know nothing of training. A task is built
-from plain dictionaries only, so ``save_hyperparameters()`` stores plain types and a checkpoint
-loads with ``torch.load(weights_only=True)`` and rebuilds model and tokenizer with no other file.
+The networks themselves (``models.transformer``) know nothing of training. A task takes typed
+configs and stores them as plain dicts in its hyper-parameters, so a checkpoint loads with
+``torch.load(weights_only=True)`` and rebuilds model and tokenizer with no other file
+(``task_from_hparams`` goes back; checkpoints of earlier versions hold the same dicts).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict
 from typing import Any
 
 import lightning as L
@@ -19,43 +20,12 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
-from models.config import ModelConfig, check_field_types, check_known_keys
-from models.fault_tolerance import DIVERGENCE_HINT, rng_states, set_rng_states
+from conf.schema import OptimConfig
+from data.collate import IGNORE_INDEX
+from data.config import DataConfig
+from models.config import ModelConfig
 from models.transformer import build_model
-
-IGNORE_INDEX = -100
-
-
-@dataclass
-class OptimConfig:
-    """AdamW with linear warmup then cosine decay: the ``optim`` block of conf/config.yaml."""
-
-    lr: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    warmup_steps: int
-    min_lr_ratio: float
-
-    def __post_init__(self) -> None:
-        check_field_types(self, "optim.")
-        if not self.lr > 0:
-            raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
-        if self.weight_decay < 0:
-            raise ValueError(f"optim.weight_decay={self.weight_decay} must be >= 0")
-        for name in ("beta1", "beta2"):
-            value = getattr(self, name)
-            if not 0 <= value < 1:
-                raise ValueError(f"optim.{name}={value} must be in [0, 1), e.g. 0.9")
-        if self.warmup_steps < 0:
-            raise ValueError(f"optim.warmup_steps={self.warmup_steps} must be >= 0")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> OptimConfig:
-        check_known_keys(cls, values, "optim.")
-        return cls(**values)
+from training.callbacks import DIVERGENCE_HINT, rng_states, set_rng_states
 
 
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -73,25 +43,38 @@ class LanguageModelTask(L.LightningModule):
 
     def __init__(
         self,
-        model_config: dict[str, Any],
-        optim_config: dict[str, Any],
+        model_config: ModelConfig,
+        optim_config: OptimConfig,
         tokenizer_json: str,
-        data_config: dict[str, Any],
+        data_config: DataConfig,
         chars_per_token: dict[str, float],
         total_steps: int | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        self.config = ModelConfig.from_dict(model_config)
-        self.optim = OptimConfig.from_dict(optim_config)
+        # Plain types only: the checkpoint must load with weights_only=True.
+        self.save_hyperparameters(
+            {
+                "model_config": model_config.to_dict(),
+                "optim_config": asdict(optim_config),
+                "tokenizer_json": tokenizer_json,
+                "data_config": asdict(data_config),
+                "chars_per_token": dict(chars_per_token),
+                "total_steps": total_steps,
+            }
+        )
+        self.config = model_config
+        self.optim = optim_config
         self.model = build_model(self.config)
         self.flops_per_token = self.model.flops_per_token()
         self._metrics = torch.nn.ModuleDict(
             {
                 f"{stage}_{name}": metric()
                 for stage in ("val", "test")
-                for name, metric in (("loss", MeanMetric), ("correct", SumMetric),
-                                     ("targets", SumMetric))
+                for name, metric in (
+                    ("loss", MeanMetric),
+                    ("correct", SumMetric),
+                    ("targets", SumMetric),
+                )
             }
         )
         self._last_step_end: float | None = None
@@ -111,7 +94,9 @@ class LanguageModelTask(L.LightningModule):
         # Summed, then divided by at least 1: an MLM batch that happens to mask no token
         # has loss 0, not the NaN of a mean over nothing (which would look like divergence).
         loss = F.cross_entropy(
-            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX,
+            logits.flatten(0, 1).float(),
+            labels.flatten(),
+            ignore_index=IGNORE_INDEX,
             reduction="sum",
         ) / (labels != IGNORE_INDEX).sum().clamp(min=1)
         return loss, logits
@@ -240,7 +225,9 @@ class LanguageModelTask(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: warmup_cosine(
-                step, warmup_steps=self.optim.warmup_steps, total_steps=total_steps,
+                step,
+                warmup_steps=self.optim.warmup_steps,
+                total_steps=total_steps,
                 min_ratio=self.optim.min_lr_ratio,
             ),
         )
@@ -269,13 +256,30 @@ def task_class(arch: str) -> type[LanguageModelTask]:
     return CausalLMTask if arch == "decoder" else MaskedLMTask
 
 
+def task_from_hparams(hparams: dict[str, Any], **changes: Any) -> LanguageModelTask:
+    """Rebuild the task of a checkpoint's ``hyper_parameters`` (plain dicts), with ``changes``
+    (e.g. the ``chars_per_token`` of other data) applied; the weights are not loaded."""
+    values = {**hparams, **changes}
+    model_config = ModelConfig.from_dict(values["model_config"])
+    return task_class(model_config.arch)(
+        model_config=model_config,
+        optim_config=OptimConfig(**values["optim_config"]),
+        tokenizer_json=values["tokenizer_json"],
+        data_config=DataConfig(**values["data_config"]),
+        chars_per_token=values["chars_per_token"],
+        total_steps=values.get("total_steps"),
+    )
+
+
 def _peak_flops(device: torch.device, precision: str) -> float | None:
     """Peak FLOP/s of a CUDA device for MFU, from Lightning's table; None where unknown."""
     if device.type != "cuda":
         return None
     from lightning.fabric.utilities.throughput import get_available_flops
 
-    dtype = torch.bfloat16 if "bf16" in str(precision) else (
-        torch.float16 if "16" in str(precision) else torch.float32
+    dtype = (
+        torch.bfloat16
+        if "bf16" in str(precision)
+        else (torch.float16 if "16" in str(precision) else torch.float32)
     )
     return get_available_flops(device, dtype)

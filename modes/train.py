@@ -1,0 +1,185 @@
+"""``mode=train``: data -> tokenizer -> task -> ``Trainer.fit`` -> a run directory.
+
+The run directory (``output_dir``) gets ``tokenizer.json``, ``checkpoints/best.ckpt`` and
+``last.ckpt`` (self-contained) and ``metrics.json``. With ``ckpt_path`` the run resumes.
+Under a multirun, a job re-run in its sweep directory is skipped when it completed and resumed
+when it left a ``last.ckpt``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from conf.schema import Settings
+from data.datamodule import LMDataModule, prepared_datamodule
+from data.tokenizer import save_tokenizer
+from models.transformer import Decoder, Encoder
+from modes import Interrupted
+from modes.inference import sample_text
+from modes.report import read_metrics, write_metrics
+from training.callbacks import SaveOnInterrupt
+from training.checkpoint import check_resume_model, read_checkpoint
+from training.task import LanguageModelTask, task_class
+from training.trainer import finish_logger, global_rank, training_trainer
+
+HEADLINE = ("best_val_loss", "val_loss", "val_ppl", "val_bpc", "val_acc", "tokens_per_sec")
+
+
+def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    out_dir = Path(settings.job.output_dir)
+    resume = settings.job.ckpt_path
+    if settings.sweep_dir is not None:
+        done, resume = _sweep_job_state(out_dir, resume)
+        if done is not None:
+            return done
+    L.seed_everything(settings.job.seed, workers=True, verbose=False)
+    trained = read_checkpoint(resume)["hyper_parameters"] if resume else None
+    if trained:
+        check_resume_model(resume, trained["model_config"], settings.model)
+
+    model_config = settings.model
+    datamodule = prepared_datamodule(
+        settings.data,
+        model_config.arch,
+        model_config.max_seq_len,
+        seed=settings.job.seed,
+        stage="fit",
+        tokenizer_json=trained["tokenizer_json"] if trained else None,
+    )
+    model_config = replace(
+        model_config, vocab_size=datamodule.vocab_size, pad_token_id=datamodule.pad_token_id
+    )
+    task = task_class(model_config.arch)(
+        model_config=model_config,
+        optim_config=settings.optim,
+        tokenizer_json=datamodule.tokenizer.to_str(),
+        data_config=settings.data,
+        chars_per_token=datamodule.chars_per_token,
+    )
+    counts = parameter_counts(task.model)
+    if global_rank() == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        save_tokenizer(datamodule.tokenizer, out_dir)
+        print(
+            f"tinylm: {model_config.arch} with {counts['params']:,} parameters "
+            f"({counts['params_with_embeddings']:,} with embeddings), run dir {out_dir}"
+        )
+
+    trainer = training_trainer(settings, out_dir, callbacks)
+    if settings.trainer.compile:
+        task.model.compile()
+    started = time.perf_counter()
+    _fit(trainer, task, datamodule, resume, settings)
+    if "val/loss" not in trainer.callback_metrics:
+        # Resumed from a checkpoint taken at the last step: nothing was left to train.
+        trainer.validate(task, datamodule=datamodule, verbose=False)
+    train_seconds = time.perf_counter() - started
+
+    checkpointing = trainer.checkpoint_callback
+    best = checkpointing.best_model_score
+    last = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    metrics = {
+        "status": "completed",
+        "arch": model_config.arch,
+        "step": trainer.global_step,
+        "best_val_loss": float(best) if best is not None else last.get("val/loss"),
+        "val_loss": last.get("val/loss"),
+        "val_ppl": last.get("val/ppl"),
+        "val_bpc": last.get("val/bpc"),
+        "val_acc": last.get("val/acc"),
+        "tokens_per_sec": task.tokens_per_sec(),
+        "train_seconds": train_seconds,
+        "best_ckpt": checkpointing.best_model_path,
+        "overrides": settings.overrides,
+        "config": {f"model.{k}": v for k, v in model_config.to_dict().items()},
+        **counts,
+    }
+    if trainer.is_global_zero:
+        write_metrics(out_dir, metrics)
+        metrics["sample"] = _final_report(task, datamodule, settings, metrics)
+    finish_logger(trainer)
+    return metrics
+
+
+def parameter_counts(model: Encoder | Decoder) -> dict[str, int]:
+    """Parameters without and with the embeddings (the head is tied to them)."""
+    return {
+        "params": model.num_parameters(exclude_embeddings=True),
+        "params_with_embeddings": model.num_parameters(exclude_embeddings=False),
+    }
+
+
+def _fit(
+    trainer: L.Trainer,
+    task: LanguageModelTask,
+    datamodule: LMDataModule,
+    resume: str | None,
+    settings: Settings,
+) -> None:
+    """``trainer.fit``; on SIGINT/SIGTERM a resumable checkpoint is saved and ``Interrupted``
+    raised (one line for the user, exit code 130/143)."""
+    out_dir = Path(settings.job.output_dir)
+    guard = next(c for c in trainer.callbacks if isinstance(c, SaveOnInterrupt))
+    try:
+        trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
+    except (SystemExit, KeyboardInterrupt) as err:
+        # Lightning ends an interrupted fit with SystemExit: SIGTERMException after a
+        # signal, sys.exit(1) after a KeyboardInterrupt (our second Ctrl-C).
+        signum = guard.signal or signal.SIGINT
+        name = signal.Signals(signum).name
+        if guard.saved is None:
+            raise Interrupted(
+                f"training interrupted by {name} (twice) and stopped at once, without saving; "
+                f"the last regular checkpoint is in {out_dir / 'checkpoints'}",
+                signum,
+            ) from err
+        if trainer.is_global_zero:
+            status = {
+                "status": "interrupted",
+                "step": guard.step,
+                "resume_ckpt": str(guard.saved),
+                "overrides": settings.overrides,
+            }
+            write_metrics(out_dir, status)
+        raise Interrupted(
+            f"training interrupted by {name} at step {guard.step}; saved {guard.saved}. "
+            f"Resume with: python train.py ckpt_path={guard.saved} (plus the same settings)",
+            signum,
+        ) from err
+
+
+def _sweep_job_state(out_dir: Path, resume: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """A sweep job re-run in the same sweep directory: skip it when it completed (returning
+    its stored metrics), resume it from checkpoints/last.ckpt when it got that far."""
+    stored = read_metrics(out_dir)
+    if stored and stored.get("status") == "completed":
+        print(
+            f"tinylm: {out_dir} already completed, skipping it (delete its metrics.json to "
+            "train it again)"
+        )
+        return stored, resume
+    last = out_dir / "checkpoints" / "last.ckpt"
+    if resume is None and last.is_file():
+        print(f"tinylm: resuming the unfinished job in {out_dir} from {last}")
+        return None, str(last)
+    return None, resume
+
+
+def _final_report(
+    task: LanguageModelTask, datamodule: LMDataModule, settings: Settings, metrics: dict[str, Any]
+) -> str:
+    """Print the headline metrics and a sample, as the README promises."""
+    print("\n=== tinylm results ===")
+    for key in HEADLINE:
+        if metrics.get(key) is not None:
+            print(f"{key:>16}: {metrics[key]:.4f}")
+    sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
+    print(f"\n--- sample ---\n{sample}\n")
+    return sample
