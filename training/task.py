@@ -25,7 +25,7 @@ from data.collate import IGNORE_INDEX
 from data.config import DataConfig
 from models.config import ModelConfig
 from models.transformer import build_model
-from training.callbacks import DIVERGENCE_HINT, rng_states, set_rng_states
+from training.callbacks import divergence_hint, rng_states, set_rng_states
 from training.optim import build_optimizer
 
 
@@ -110,7 +110,7 @@ class LanguageModelTask(L.LightningModule):
         if (logging_step or self.device.type == "cpu") and not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss became {loss.item()} at step {self.global_step}. "
-                f"{DIVERGENCE_HINT.format(lr=self.optim.lr)}"
+                f"{divergence_hint(self.hparams['optim_config'])}"
             )
         if logging_step:
             self.log("train/loss", loss, prog_bar=True)
@@ -190,7 +190,7 @@ class LanguageModelTask(L.LightningModule):
             # Stop before ModelCheckpoint saves these weights as last.ckpt.
             raise FloatingPointError(
                 f"validation loss became {loss.item()} at step {self.global_step}: the weights "
-                f"diverged. {DIVERGENCE_HINT.format(lr=self.optim.lr)}"
+                f"diverged. {divergence_hint(self.hparams['optim_config'])}"
             )
         # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
         # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
