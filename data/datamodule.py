@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import lightning as L
 from datasets import DatasetDict
+from filelock import FileLock
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
@@ -43,7 +44,16 @@ def prepare(cfg: DataConfig, arch: str, tokenizer_json: str | None = None) -> Pr
     """Load the corpus, get the tokenizer, tokenize; each step reads its cache when it can.
 
     `tokenizer_json` (a checkpoint's tokenizer) takes precedence over `cfg.tokenizer`.
+    Processes that prepare data in the same cache at once (the jobs of a parallel sweep, DDP
+    ranks) take turns: the first builds each piece, the others read it from the cache.
     """
+    root = cache_root(cfg)
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / "prepare.lock"):
+        return _prepare_unlocked(cfg, arch, tokenizer_json)
+
+
+def _prepare_unlocked(cfg: DataConfig, arch: str, tokenizer_json: str | None) -> Prepared:
     corpus, corpus_key = load_corpus(cfg)
     spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
     if tokenizer_json is not None:

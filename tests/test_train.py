@@ -155,7 +155,7 @@ def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path, make_cfg)
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(sweep / "summary.csv") as f:
+    with open(sweep / "runs.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
     by_heads = {(r["model.num_heads"], r["model.dropout"]): r for r in rows}
@@ -164,7 +164,13 @@ def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path, make_cfg)
         assert float(by_heads[("2", dropout)]["best_val_loss"]) > 0
         failed = by_heads[("3", dropout)]
         assert failed["status"] == "failed" and "num_heads=3" in failed["error"]
-    assert "| run |" in (sweep / "summary.md").read_text()
+    with open(sweep / "summary.csv") as f:  # one row per configuration
+        configs = {(r["model.num_heads"], r["model.dropout"]): r for r in csv.DictReader(f)}
+    for dropout in ("0.0", "0.1"):
+        assert (configs[("2", dropout)]["n"], configs[("2", dropout)]["failed"]) == ("1", "0")
+        assert (configs[("3", dropout)]["n"], configs[("3", dropout)]["failed"]) == ("0", "1")
+    summary = (sweep / "summary.md").read_text()
+    assert "## Configurations" in summary and "## Runs" in summary
     assert (sweep / "heatmap_val_loss.png").read_bytes()[:4] == b"\x89PNG"
     # Each run has its own directory and checkpoints.
     assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
