@@ -102,6 +102,12 @@ def group_runs(runs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[Conf
     return [groups[k] for k in sorted(groups, key=lambda t: [natural_key(v) for v in t])]
 
 
+def best_configuration(configs: Sequence[Configuration]) -> Configuration | None:
+    """The configuration with the lowest mean loss (None when every one failed)."""
+    ranked = [c for c in configs if c.mean is not None]
+    return min(ranked, key=lambda c: c.mean) if ranked else None
+
+
 def difference_from_best(
     config: Configuration, best: Configuration
 ) -> tuple[float | None, bool | None]:
@@ -165,8 +171,7 @@ def configuration_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]
     """One row per configuration: its key values, n, failed runs, the loss as mean and std,
     its difference from the best configuration and whether that exceeds the noise, and the
     means of the other metrics."""
-    ranked = [c for c in configs if c.mean is not None]
-    best = min(ranked, key=lambda c: c.mean) if ranked else None
+    best = best_configuration(configs)
     rows = []
     for config in configs:
         diff, exceeds = difference_from_best(config, best) if best else (None, None)
@@ -261,7 +266,7 @@ def plot_heatmap(configs: Sequence[Configuration], keys: Sequence[str], out_path
     result; cells worse than the best beyond two standard errors are starred."""
     row_values, col_values, cells = heatmap_cells(configs, keys)
     ranked = [c for c in configs if c.mean is not None]
-    best = min(ranked, key=lambda c: c.mean) if ranked else None
+    best = best_configuration(configs)
     grid = [[math.nan if c is None or c.mean is None else c.mean for c in row] for row in cells]
     stds = [c.std for c in ranked if c.std is not None]
     low = best.mean if best else 0.0
