@@ -33,6 +33,7 @@ warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 USER_ERRORS = (
     ValueError,
     FileNotFoundError,
+    FileExistsError,
     IsADirectoryError,
     FloatingPointError,
     ConnectionError,
