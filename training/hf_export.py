@@ -258,7 +258,10 @@ def export_hf(ckpt: str | Path, out_dir: str | Path, overwrite: bool = False) ->
             old = staging.with_name(staging.name + ".old")
             out_dir.rename(old)
             staging.rename(out_dir)
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+            if old.is_dir():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
         else:
             staging.rename(out_dir)
     finally:
