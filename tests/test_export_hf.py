@@ -16,7 +16,7 @@ import torch
 from data.tokenizer import special_tokens_of, tokenizer_from_json, train_tokenizer
 from models.config import ModelConfig
 from models.transformer import build_model
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, compose_config
 from train import run
 from training.checkpoint import load_checkpoint
 
@@ -113,41 +113,13 @@ def test_autotokenizer_encodes_as_tinylm(arch, kind, tmp_path) -> None:
 # --------------------------------------------------------------- end to end, from checkpoints
 
 
-def _compose(*overrides: str):
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=[*TINY, *overrides])
-
-
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A decoder and an encoder trained a few steps, with room for 50 generated tokens."""
-    found = {}
-    for arch, model in (("decoder", "gpt"), ("encoder", "bert")):
-        out = tmp_path_factory.mktemp(arch) / "run"
-        run(
-            _compose(
-                f"model={model}",
-                *TINY[1:5],  # model=... resets the model keys: the tiny ones again
-                "model.max_seq_len=64",
-                "trainer.max_steps=12",
-                "trainer.val_check_interval=12",
-                "trainer.limit_val_batches=1",
-                f"output_dir={out}",
-            )
-        )
-        found[arch] = out / "checkpoints" / "last.ckpt"
-    return found
-
-
-@pytest.fixture(scope="module")
-def exported(checkpoints: dict[str, Path]) -> dict[str, Path]:
+def exported(tiny_checkpoints: dict[str, Path]) -> dict[str, Path]:
     pytest.importorskip("transformers")
     folders = {}
-    for arch, ckpt in checkpoints.items():
+    for arch, ckpt in tiny_checkpoints.items():
         args = ("mode=export", f"ckpt_path={ckpt}", "export.format=hf")
-        result = run(_compose(*args, f"output_dir={ckpt.parent.parent}"))
+        result = run(compose_config(*args, f"output_dir={ckpt.parent.parent}"))
         folders[arch] = Path(result["hf"])
         assert folders[arch] == ckpt.with_name("last-hf")
     return folders
@@ -161,10 +133,10 @@ def test_export_folder_holds_transformers_files_only(exported) -> None:
         assert not any(n.endswith((".bin", ".pt", ".ckpt")) for n in names)
 
 
-def test_exported_decoder_logits_and_greedy_generation(checkpoints, exported) -> None:
+def test_exported_decoder_logits_and_greedy_generation(tiny_checkpoints, exported) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    loaded = load_checkpoint(checkpoints["decoder"])
+    loaded = load_checkpoint(tiny_checkpoints["decoder"])
     hf_model = AutoModelForCausalLM.from_pretrained(exported["decoder"]).eval()
     assert type(hf_model).__name__ == "GPT2LMHeadModel"
     hf_tokenizer = AutoTokenizer.from_pretrained(exported["decoder"])
@@ -186,10 +158,10 @@ def test_exported_decoder_logits_and_greedy_generation(checkpoints, exported) ->
     assert theirs.tolist() == ours.tolist()
 
 
-def test_exported_encoder_logits_with_and_without_padding(checkpoints, exported) -> None:
+def test_exported_encoder_logits_with_and_without_padding(tiny_checkpoints, exported) -> None:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    loaded = load_checkpoint(checkpoints["encoder"])
+    loaded = load_checkpoint(tiny_checkpoints["encoder"])
     hf_model = AutoModelForMaskedLM.from_pretrained(exported["encoder"]).eval()
     assert type(hf_model).__name__ == "BertForMaskedLM"
     hf_tokenizer = AutoTokenizer.from_pretrained(exported["encoder"])
@@ -208,12 +180,12 @@ def test_exported_encoder_logits_with_and_without_padding(checkpoints, exported)
         assert (hf_model(alone).logits - loaded.model(alone)).abs().max() < TOLERANCE
 
 
-def test_pipelines_run_on_the_exported_folders(checkpoints, exported) -> None:
+def test_pipelines_run_on_the_exported_folders(tiny_checkpoints, exported) -> None:
     from transformers import pipeline
 
     fill = pipeline("fill-mask", model=str(exported["encoder"]), top_k=5)
     predictions = fill("The [MASK] is returned.")
-    loaded = load_checkpoint(checkpoints["encoder"])
+    loaded = load_checkpoint(tiny_checkpoints["encoder"])
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     specials = special_tokens_of(tokenizer)
     ids = [specials.cls_id, *tokenizer.encode("The [MASK] is returned.").ids, specials.sep_id]
@@ -226,11 +198,11 @@ def test_pipelines_run_on_the_exported_folders(checkpoints, exported) -> None:
     assert text["generated_text"].startswith("The class")
 
 
-def test_existing_folder_is_refused_unless_overwrite(checkpoints, exported, make_cfg) -> None:
+def test_existing_folder_is_refused_unless_overwrite(tiny_checkpoints, exported, make_cfg) -> None:
     folder = exported["decoder"]
     marker = folder / "config.json"
     before = marker.read_text()
-    args = ("mode=export", f"ckpt_path={checkpoints['decoder']}", "export.format=hf")
+    args = ("mode=export", f"ckpt_path={tiny_checkpoints['decoder']}", "export.format=hf")
     with pytest.raises(FileExistsError, match=r"last-hf already exists; pass export.overwrite"):
         run(make_cfg(*args))
     assert marker.read_text() == before
@@ -240,7 +212,9 @@ def test_existing_folder_is_refused_unless_overwrite(checkpoints, exported, make
     assert [p.name for p in folder.parent.iterdir() if p.name.startswith(".")] == []
 
 
-def test_settings_without_exact_equivalent_are_refused(checkpoints, tmp_path, make_cfg) -> None:
+def test_settings_without_exact_equivalent_are_refused(
+    tiny_checkpoints, tmp_path, make_cfg
+) -> None:
     pytest.importorskip("transformers")
     from training.hf_export import check_exportable
 
@@ -249,7 +223,7 @@ def test_settings_without_exact_equivalent_are_refused(checkpoints, tmp_path, ma
     with pytest.raises(ValueError, match=r"model.norm=pre \(BERT is post-LN\)"):
         check_exportable(ModelConfig(vocab_size=300, arch="encoder", norm="pre"))
     # Through the mode: an encoder whose embedding dropout differs from the residual one.
-    checkpoint = torch.load(checkpoints["encoder"], weights_only=True)
+    checkpoint = torch.load(tiny_checkpoints["encoder"], weights_only=True)
     checkpoint["hyper_parameters"]["model_config"]["embd_dropout"] = 0.3
     odd = tmp_path / "odd.ckpt"
     torch.save(checkpoint, odd)
@@ -260,14 +234,18 @@ def test_settings_without_exact_equivalent_are_refused(checkpoints, tmp_path, ma
 
 
 def test_without_transformers_the_hf_export_says_how_to_install(
-    checkpoints, tmp_path, monkeypatch, make_cfg
+    tiny_checkpoints, tmp_path, monkeypatch, make_cfg
 ) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
-    args = ("mode=export", f"ckpt_path={checkpoints['decoder']}", "export.format=hf")
+    args = ("mode=export", f"ckpt_path={tiny_checkpoints['decoder']}", "export.format=hf")
     with pytest.raises(
         ValueError, match=r'needs Hugging Face transformers: pip install -e "\.\[hf\]"'
     ):
         run(make_cfg(*args, f"export.path={tmp_path / 'out'}"))
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match=r"export.format=onnx is unknown"):
-        run(make_cfg("mode=export", f"ckpt_path={checkpoints['decoder']}", "export.format=onnx"))
+        run(
+            make_cfg(
+                "mode=export", f"ckpt_path={tiny_checkpoints['decoder']}", "export.format=onnx"
+            )
+        )
