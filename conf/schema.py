@@ -2,10 +2,11 @@
 
 Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
 ``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
-``logger``, ``optim``, ``export`` and the top-level keys (``JobConfig``) onto the classes below.
-``parse_settings`` builds them all before any data is touched, so a typo costs seconds, not a
-tokenization run. Nothing here reads files: holding settings against a checkpoint is the
-training layer's job (``training/checkpoint.py``), checking data files the data layer's.
+``logger``, ``optim``, ``eval``, ``export`` and the top-level keys (``JobConfig``) onto the
+classes below. ``parse_settings`` builds them all before any data is touched, so a typo costs
+seconds, not a tokenization run. Nothing here reads files: holding settings against a
+checkpoint is the training layer's job (``training/checkpoint.py``), checking data files the
+data layer's.
 """
 
 from __future__ import annotations
@@ -157,6 +158,27 @@ class JobConfig:
 
 
 @dataclass
+class EvalConfig:
+    """The ``eval`` block of conf/config.yaml: how ``mode=eval`` scores a decoder.
+
+    stride: sliding windows of ``max_seq_len`` tokens, each scoring its last ``stride``
+    tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
+    None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
+    ``max_seq_len`` when it is read.
+    """
+
+    stride: int | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "eval.")
+        if self.stride is not None and self.stride < 1:
+            raise ValueError(
+                f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
+                "max_seq_len); omit it for non-overlapping windows"
+            )
+
+
+@dataclass
 class ExportConfig:
     """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
 
@@ -185,6 +207,7 @@ GROUPS = {
     "trainer": TrainerConfig,
     "logger": LoggerConfig,
     "optim": OptimConfig,
+    "eval": EvalConfig,
     "export": ExportConfig,
 }
 
@@ -204,6 +227,7 @@ class Settings:
     trainer: TrainerConfig
     logger: LoggerConfig
     optim: OptimConfig
+    eval: EvalConfig
     export: ExportConfig
     overrides: dict[str, str]
     sweep_dir: Path | None

@@ -46,6 +46,43 @@ def load_corpus(cfg: DataConfig) -> tuple[DatasetDict, str]:
     return load_from_disk(str(path)), key
 
 
+def load_whole(cfg: DataConfig) -> tuple[DatasetDict, str]:
+    """All of a source's text as the one split ``cfg.split``, carved from nothing: what
+    ``mode=eval`` scores when data is given on its command line. Files and the builtin corpus
+    give every record; a Hub dataset gives its own split ``cfg.split``."""
+    raw = load_raw(cfg)
+    if cfg.source == "hub" and cfg.split not in raw:
+        raise ValueError(
+            f"{source_name(cfg)} has no {cfg.split} split (its splits: {', '.join(raw)}); "
+            "pass data.split=validation or test, whichever it has"
+        )
+    own = cfg.split if cfg.source == "hub" else "train"  # files and builtin: all their text
+    units = raw[own].map(
+        split_units,
+        batched=True,
+        fn_kwargs={"unit": cfg.example_unit},
+        remove_columns=["text"],
+        desc=f"Cutting into {cfg.example_unit}s",
+    )
+    if len(units) == 0:
+        raise ValueError(f"the data {source_name(cfg)} has no text to evaluate")
+    return DatasetDict({cfg.split: units}), whole_key(cfg)
+
+
+def whole_key(cfg: DataConfig) -> str:
+    """Names the text ``load_whole`` gives, as ``corpus_key`` names a carved corpus."""
+    return stable_hash("whole", source_fingerprint(cfg), cfg.example_unit, cfg.split)
+
+
+def source_name(cfg: DataConfig) -> str:
+    """The source as the user named it: the path, the Hub name (/config), or builtin."""
+    if cfg.source == "files":
+        return str(cfg.path)
+    if cfg.source == "hub":
+        return f"{cfg.name}" + (f"/{cfg.config_name}" if cfg.config_name else "")
+    return "builtin"
+
+
 def split_units(batch: dict[str, list], unit: str) -> dict[str, list[str]]:
     """Batched map: each text -> its documents / paragraphs / lines; blank pieces dropped."""
     pieces: list[str] = []
