@@ -17,8 +17,8 @@ import numpy as np
 from datasets import DatasetDict, load_from_disk
 
 from data.cache import cache_root, stable_hash
-from data.config import DataConfig
-from data.sources import SPLITS, load_raw, source_fingerprint
+from data.config import SPLITS, DataConfig
+from data.sources import load_raw, source_fingerprint
 
 # A paragraph ends at a line that is empty or holds only spaces/tabs.
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
@@ -49,14 +49,16 @@ def load_corpus(cfg: DataConfig) -> tuple[DatasetDict, str]:
 def load_whole(cfg: DataConfig) -> tuple[DatasetDict, str]:
     """All of a source's text as the one split ``cfg.split``, carved from nothing: what
     ``mode=eval`` scores when data is given on its command line. Files and the builtin corpus
-    give every record; a Hub dataset gives its own split ``cfg.split``."""
+    give every record; a Hub dataset or a data.path mapping gives its split ``cfg.split``."""
     raw = load_raw(cfg)
-    if cfg.source == "hub" and cfg.split not in raw:
+    # A Hub dataset and a data.path mapping have splits of their own: cfg.split is one.
+    own_splits = cfg.source == "hub" or isinstance(cfg.path, dict)
+    if own_splits and cfg.split not in raw:
         raise ValueError(
             f"{source_name(cfg)} has no {cfg.split} split (its splits: {', '.join(raw)}); "
             "pass data.split=validation or test, whichever it has"
         )
-    own = cfg.split if cfg.source == "hub" else "train"  # files and builtin: all their text
+    own = cfg.split if own_splits else "train"  # a file, a directory, builtin: all their text
     units = raw[own].map(
         split_units,
         batched=True,
@@ -112,6 +114,11 @@ def _build(cfg: DataConfig) -> DatasetDict:
     if len(units["train"]) == 0:
         where = {"files": f" (data.path={cfg.path!r})", "hub": f" ({cfg.name})"}
         raise ValueError(f"the {cfg.source} corpus{where.get(cfg.source, '')} has no text")
+    if isinstance(cfg.path, dict):  # fixed split files: nothing is carved
+        empty = [split for split, ds in units.items() if len(ds) == 0]
+        if empty:
+            raise ValueError(f"data.path.{empty[0]}={cfg.path[empty[0]]} has no text")
+        return units
     return _carve_missing_splits(units, cfg)
 
 

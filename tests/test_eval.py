@@ -191,3 +191,32 @@ def test_data_path_on_the_command_line_is_scored_whole(pattern_run, tmp_path) ->
     assert (record["split"], record["stride"], record["tokens"]) == ("all", 16, tokens)
     assert record["tokens_scored"] == scored
     assert "| tokens_scored |" in proc.stdout  # the table
+
+
+# ------------------------------------------------------------------- fixed split files
+
+
+def test_data_path_mapping_gives_fixed_splits(tmp_path) -> None:
+    from data.config import DataConfig
+    from data.datamodule import prepared_datamodule
+
+    texts = {
+        split: _paragraphs(n, offset)
+        for split, n, offset in (("train", 40, 0), ("validation", 7, 100), ("test", 5, 200))
+    }
+    for split, paragraphs in texts.items():
+        (tmp_path / f"{split}.txt").write_text("\n\n".join(paragraphs) + "\n")
+    paths = {split: str(tmp_path / f"{split}.txt") for split in texts}
+    cfg = DataConfig(source="files", path=paths, tokenizer="char", cache_dir=str(tmp_path / "c"))
+    datamodule = prepared_datamodule(cfg, "decoder", WINDOW, seed=0, stage="fit")
+    corpus = datamodule.prepared.corpus
+    assert {split: list(corpus[split]["text"]) for split in corpus} == texts  # nothing carved
+
+    no_test = DataConfig(**{**cfg.__dict__, "path": {k: paths[k] for k in ("train", "validation")}})
+    datamodule = prepared_datamodule(no_test, "decoder", WINDOW, seed=0, stage="fit")
+    with pytest.raises(ValueError, match=r"the corpus has no test split .* map a file to it"):
+        datamodule.dataset("test")
+    with pytest.raises(ValueError, match=r"use the keys train, validation, test"):
+        DataConfig(source="files", path={"train": paths["train"], "dev": paths["test"]})
+    with pytest.raises(ValueError, match=r"train and validation required"):
+        DataConfig(source="files", path={"train": paths["train"]})
