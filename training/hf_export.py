@@ -118,12 +118,15 @@ def hf_state_dict(model: Encoder | Decoder) -> dict[str, Tensor]:
     def norm(prefix: str, layer: torch.nn.LayerNorm) -> dict[str, Tensor]:
         return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": layer.bias}
 
+    def linear(prefix: str, layer: torch.nn.Linear) -> dict[str, Tensor]:
+        return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": bias(layer)}
+
     out: dict[str, Tensor] = {}
     if isinstance(model, Decoder):
         # GPT-2's Conv1D stores [in, out], the transpose of nn.Linear's [out, in]; its fused
         # c_attn splits q, k, v in that order, heads contiguous within each: tinylm's layout.
-        def conv1d(prefix: str, linear: torch.nn.Linear) -> dict[str, Tensor]:
-            return {f"{prefix}.weight": linear.weight.t(), f"{prefix}.bias": bias(linear)}
+        def conv1d(prefix: str, layer: torch.nn.Linear) -> dict[str, Tensor]:
+            return {**linear(prefix, layer), f"{prefix}.weight": layer.weight.t()}
 
         out["transformer.wte.weight"] = emb.token.weight
         out["transformer.wpe.weight"] = positions
@@ -139,9 +142,6 @@ def hf_state_dict(model: Encoder | Decoder) -> dict[str, Tensor]:
         out["lm_head.weight"] = model.lm_head.weight
         return out
 
-    def linear(prefix: str, weight: Tensor, bias_: Tensor) -> dict[str, Tensor]:
-        return {f"{prefix}.weight": weight, f"{prefix}.bias": bias_}
-
     out["bert.embeddings.word_embeddings.weight"] = emb.token.weight
     out["bert.embeddings.position_embeddings.weight"] = positions
     out["bert.embeddings.token_type_embeddings.weight"] = (
@@ -153,18 +153,17 @@ def hf_state_dict(model: Encoder | Decoder) -> dict[str, Tensor]:
         qkv = block.attn.qkv_proj
         weights, biases = qkv.weight.split(width), bias(qkv).split(width)  # rows [q; k; v]
         for name, w, b in zip(("query", "key", "value"), weights, biases, strict=True):
-            out |= linear(f"{p}.attention.self.{name}", w, b)
-        out |= linear(
-            f"{p}.attention.output.dense", block.attn.out_proj.weight, bias(block.attn.out_proj)
-        )
+            out[f"{p}.attention.self.{name}.weight"] = w
+            out[f"{p}.attention.self.{name}.bias"] = b
+        out |= linear(f"{p}.attention.output.dense", block.attn.out_proj)
         out |= norm(f"{p}.attention.output.LayerNorm", block.attn_norm)
-        out |= linear(f"{p}.intermediate.dense", block.mlp.fc1.weight, bias(block.mlp.fc1))
-        out |= linear(f"{p}.output.dense", block.mlp.fc2.weight, bias(block.mlp.fc2))
+        out |= linear(f"{p}.intermediate.dense", block.mlp.fc1)
+        out |= linear(f"{p}.output.dense", block.mlp.fc2)
         out |= norm(f"{p}.output.LayerNorm", block.mlp_norm)
     head = model.mlm_head
-    out |= linear("cls.predictions.transform.dense", head.dense.weight, bias(head.dense))
+    out |= linear("cls.predictions.transform.dense", head.dense)
     out |= norm("cls.predictions.transform.LayerNorm", head.norm)
-    out |= linear("cls.predictions.decoder", head.proj.weight, head.proj.bias)
+    out |= linear("cls.predictions.decoder", head.proj)
     # BERT keeps the output bias twice (tied when the head is): both hold tinylm's one bias.
     out["cls.predictions.bias"] = head.proj.bias
     return out
