@@ -4,7 +4,7 @@ Usage::
 
     python -m bench.eval                      # builtin + ../shared/data/tinyshakespeare.txt
     python -m bench.eval --max-chars 200000   # the first 200k characters of each
-    python -m bench.eval --shakespeare PATH
+    python -m bench.eval --shakespeare PATH --threads 1
 
 For each corpus a model of the shape the README trains on it is trained a few steps (the
 weights do not change the cost): the default GPT (4 layers, C=128, max_seq_len=128, BPE) on
@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--shakespeare", type=Path, default=DEFAULT_SHAKESPEARE)
     parser.add_argument("--max-chars", type=int, default=0, help="0 = the whole corpus")
     parser.add_argument("--train-steps", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = its default")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,6 +68,8 @@ def main() -> None:
 
     import train
 
+    if args.threads:  # on a shared machine one thread can beat two that wait for each other
+        torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="tinylm-bench-eval-"))
     corpora = {"builtin": ("\n\n".join(topics[k] for k in sorted(topics)), [])}
     if args.shakespeare.is_file():

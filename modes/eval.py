@@ -35,8 +35,18 @@ from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
 
 RESULTS_FILE = "eval.jsonl"
-COLUMNS = ("checkpoint", "step", "data", "split", "stride", "tokens_scored", "loss", "ppl")
-COLUMNS += ("bpc", "acc")
+COLUMNS = (
+    "checkpoint",
+    "step",
+    "data",
+    "split",
+    "stride",
+    "tokens_scored",
+    "loss",
+    "ppl",
+    "bpc",
+    "acc",
+)
 METRICS = ("loss", "ppl", "bpc", "acc")
 # What makes two records the same evaluation: a re-run replaces the record that matches.
 IDENTITY = ("checkpoint", "data", "data_fingerprint", "split", "stride", "mask_seed")
