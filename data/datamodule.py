@@ -190,13 +190,14 @@ class LMDataModule(L.LightningDataModule):
         return DataLoader(self.dataset("test"), **self._loader_options())
 
     def dataset(self, split: str) -> Dataset:
-        """The split's examples: PackedBlocks (decoder) or EncoderExamples (encoder)."""
+        """The split's examples: PackedBlocks or, with `eval_stride`, StridedWindows (decoder);
+        EncoderExamples (encoder)."""
         if not self._splits:
             raise RuntimeError("call prepare_data() and setup() before asking for loaders")
         if split not in self._splits:  # a data.path mapping without that split
             raise ValueError(
                 f"the corpus has no {split} split (its splits: {', '.join(self._splits)}); "
-                f"map a file to it in data.path or choose another data.split"
+                "map a file to it in data.path or choose another data.split"
             )
         return self._splits[split]
 
