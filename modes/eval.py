@@ -98,7 +98,7 @@ def evaluate_checkpoint(
     hparams = checkpoint["hyper_parameters"]
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)
-    data_config, whole = data_to_evaluate(DataConfig(**hparams["data_config"]), settings)
+    data_config, whole = _data_to_evaluate(DataConfig(**hparams["data_config"]), settings)
     split = data_config.split
     datamodule = prepared_datamodule(
         data_config,
@@ -150,7 +150,7 @@ def evaluate_checkpoint(
     }
 
 
-def data_to_evaluate(trained: DataConfig, settings: Settings) -> tuple[DataConfig, bool]:
+def _data_to_evaluate(trained: DataConfig, settings: Settings) -> tuple[DataConfig, bool]:
     """The data to score, and whether to score it whole.
 
     The run's own split, unless the command line says where text comes from (``data=...``
