@@ -7,6 +7,8 @@ tiny runs through ``run(cfg)`` and read them back with nothing from tinylm.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -249,3 +251,27 @@ def test_without_transformers_the_hf_export_says_how_to_install(
                 "mode=export", f"ckpt_path={tiny_checkpoints['decoder']}", "export.format=onnx"
             )
         )
+
+
+def test_existing_folder_is_one_line_through_train_py(tiny_checkpoints, exported, tmp_path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TINYLM_DEBUG", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "logger=none",
+            "mode=export",
+            f"ckpt_path={tiny_checkpoints['decoder']}",
+            "export.format=hf",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("tinylm:")]
+    assert "last-hf already exists; pass export.overwrite=true" in line
