@@ -126,6 +126,7 @@ def test_small_stride_is_no_worse_and_records_accumulate(pattern_run, tmp_path) 
 
 def test_encoder_masks_are_fixed_so_evaluations_agree(tiny_checkpoints, tmp_path) -> None:
     ckpt = tiny_checkpoints["encoder"]
+    (ckpt.parent / "eval.jsonl").unlink(missing_ok=True)  # the session's checkpoint: start afresh
     first = _evaluate(ckpt, output_dir=tmp_path)
     second = _evaluate(ckpt, output_dir=tmp_path)
     assert first == second and first["mask_seed"] == 1234 and first["stride"] is None
