@@ -2,10 +2,11 @@
 
 Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
 ``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
-``logger``, ``optim`` and the top-level keys (``JobConfig``) onto the classes below.
-``parse_settings`` builds them all before any data is touched, so a typo costs seconds, not a
-tokenization run. Nothing here reads files: holding settings against a checkpoint is the
-training layer's job (``training/checkpoint.py``), checking data files the data layer's.
+``logger``, ``optim``, ``eval``, ``export`` and the top-level keys (``JobConfig``) onto the
+classes below. ``parse_settings`` builds them all before any data is touched, so a typo costs
+seconds, not a tokenization run. Nothing here reads files: holding settings against a
+checkpoint is the training layer's job (``training/checkpoint.py``), checking data files the
+data layer's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from data.config import DataConfig
 from models.config import ModelConfig, check_field_types, from_mapping
 
+EXPORT_FORMATS = ("safetensors", "hf")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 LOGGERS = ("wandb", "tensorboard", "csv", "none")
 
@@ -158,12 +160,58 @@ class JobConfig:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1] (null = off)")
 
 
+@dataclass
+class EvalConfig:
+    """The ``eval`` block of conf/config.yaml: how ``mode=eval`` scores a decoder.
+
+    stride: sliding windows of ``max_seq_len`` tokens, each scoring its last ``stride``
+    tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
+    None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
+    ``max_seq_len`` when it is read.
+    """
+
+    stride: int | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "eval.")
+        if self.stride is not None and self.stride < 1:
+            raise ValueError(
+                f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
+                "max_seq_len); omit it for non-overlapping windows"
+            )
+
+
+@dataclass
+class ExportConfig:
+    """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
+
+    format: safetensors (tinylm's own file, the config in its metadata) or hf (a folder that
+    Hugging Face ``transformers`` loads as GPT2LMHeadModel / BertForMaskedLM).
+    path: the output file (safetensors) or folder (hf); None puts it beside the checkpoint.
+    overwrite: replace an existing output; without it an existing one is refused.
+    """
+
+    format: str = "safetensors"
+    path: str | None = None
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "export.")
+        if self.format not in EXPORT_FORMATS:
+            raise ValueError(
+                f"export.format={self.format} is unknown; choose export.format=safetensors "
+                "(tinylm's file) or export.format=hf (a Hugging Face transformers folder)"
+            )
+
+
 GROUPS = {
     "model": ModelConfig,
     "data": DataConfig,
     "trainer": TrainerConfig,
     "logger": LoggerConfig,
     "optim": OptimConfig,
+    "eval": EvalConfig,
+    "export": ExportConfig,
 }
 
 
@@ -184,6 +232,8 @@ class Settings:
     trainer: TrainerConfig
     logger: LoggerConfig
     optim: OptimConfig
+    eval: EvalConfig
+    export: ExportConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
     job_num: int = 0
