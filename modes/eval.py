@@ -29,7 +29,14 @@ from data.corpus import corpus_key, source_name, whole_key
 from data.datamodule import prepared_datamodule
 from data.examples import StridedWindows, check_stride
 from data.tokenize import text_counts
-from modes.report import format_value, markdown_table, natural_key
+from modes.report import format_value, markdown_table, natural_key, read_metrics
+from modes.summary import (
+    REPLICATE_KEY,
+    configuration_rows,
+    configuration_table,
+    group_runs,
+    swept_keys,
+)
 from training.checkpoint import check_no_model_overrides, read_checkpoint
 from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
@@ -61,9 +68,26 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     check_no_model_overrides(settings, checkpoints[0])
     rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
     print(markdown_table(COLUMNS, [{c: format_value(r.get(c)) for c in COLUMNS} for r in rows]))
+    results: dict[str, Any] = {"results": rows}
+    if len(rows) > 1:  # a sweep: its configurations, seeds as replicates
+        results["configurations"] = by_configuration(rows)
+        print(results["configurations"])
     out = record_results((target if target.is_dir() else target.parent) / RESULTS_FILE, rows)
     print(f"wrote {out}")
-    return {"results": rows, "eval_jsonl": str(out)}
+    return {**results, "eval_jsonl": str(out)}
+
+
+def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
+    """The evaluated loss of a sweep's runs grouped as the sweep summary groups them (by
+    every swept key but the seed; modes/summary.py), as a markdown table."""
+    runs = []
+    for row in rows:
+        stored = read_metrics(Path(row["checkpoint"]).parent.parent) or {}
+        runs.append({"overrides": stored.get("overrides", {}), "status": "completed", **row})
+    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
+    configs = group_runs(runs, keys, metric="loss")
+    others = [m for m in METRICS if m != "loss"]
+    return configuration_table(configs, configuration_rows(configs, others), others)
 
 
 def checkpoints_to_evaluate(target: Path) -> list[Path]:

@@ -41,13 +41,14 @@ class Configuration:
 
     values: dict[str, str]
     runs: list[dict[str, Any]] = field(default_factory=list)
+    metric: str = "best_val_loss"  # the loss compared between configurations
 
     @property
     def completed(self) -> list[dict[str, Any]]:
         return [
             r
             for r in self.runs
-            if r.get("status") == "completed" and r.get("best_val_loss") is not None
+            if r.get("status") == "completed" and r.get(self.metric) is not None
         ]
 
     @property
@@ -60,7 +61,7 @@ class Configuration:
 
     @property
     def losses(self) -> list[float]:
-        return [float(r["best_val_loss"]) for r in self.completed]
+        return [float(r[self.metric]) for r in self.completed]
 
     @property
     def mean(self) -> float | None:
@@ -93,12 +94,15 @@ def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
     return [k for k in keys if len({str(r.get("overrides", {}).get(k)) for r in runs}) > 1]
 
 
-def group_runs(runs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[Configuration]:
+def group_runs(
+    runs: Sequence[dict[str, Any]], keys: Sequence[str], metric: str = "best_val_loss"
+) -> list[Configuration]:
     """One ``Configuration`` per distinct setting of ``keys``, in natural order of the values."""
     groups: dict[tuple[str, ...], Configuration] = {}
     for run in runs:
         values = {k: str(run.get("overrides", {}).get(k)) for k in keys}
-        groups.setdefault(tuple(values.values()), Configuration(values)).runs.append(run)
+        group = groups.setdefault(tuple(values.values()), Configuration(values, metric=metric))
+        group.runs.append(run)
     return [groups[k] for k in sorted(groups, key=lambda t: [natural_key(v) for v in t])]
 
 
@@ -151,11 +155,10 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
         ),
         _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
     ]
-    shown = [*config_keys, "n", "failed", "best_val_loss", "vs_best", *_MEANS, "params"]
     markdown = (
         f"# Sweep {sweep_dir}\n\n{_explanation(configs, rows, len(runs))}\n\n"
         "## Configurations\n\n"
-        + markdown_table(shown, [_display(row) for row in rows])
+        + configuration_table(configs, rows, [*_MEANS, "params"])
         + "\n## Runs\n\n"
         + markdown_table(run_columns, run_rows)
     )
@@ -167,10 +170,12 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
     return written
 
 
-def configuration_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
+def configuration_rows(
+    configs: Sequence[Configuration], means: Sequence[str] = (*_MEANS, "params")
+) -> list[dict[str, Any]]:
     """One row per configuration: its key values, n, failed runs, the loss as mean and std,
     its difference from the best configuration and whether that exceeds the noise, and the
-    means of the other metrics."""
+    means of the ``means`` metrics."""
     best = best_configuration(configs)
     rows = []
     for config in configs:
@@ -186,15 +191,25 @@ def configuration_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]
                 "exceeds_2se": exceeds,
                 "is_best": config is best,
                 "label": mean_pm_std(config),
-                **{key: config.mean_of(key) for key in _MEANS},
-                "params": config.mean_of("params"),
+                **{key: config.mean_of(key) for key in means},
             }
         )
     return rows
 
 
+def configuration_table(
+    configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], extra: Sequence[str] = ()
+) -> str:
+    """The markdown table of ``configuration_rows``: the metric as mean ± std, its verdict
+    against the best configuration, then the ``extra`` columns."""
+    keys = list(configs[0].values) if configs else []
+    metric = configs[0].metric if configs else "best_val_loss"
+    columns = [*keys, "n", "failed", metric, "vs_best", *extra]
+    return markdown_table(columns, [{**_display(row), metric: row["label"]} for row in rows])
+
+
 def _display(row: dict[str, Any]) -> dict[str, Any]:
-    """A configuration row as the markdown table shows it."""
+    """A configuration row as the markdown table shows it (the metric's cell: ``label``)."""
     if row["is_best"]:
         verdict = "best"
     elif row["vs_best"] is None:
@@ -203,7 +218,7 @@ def _display(row: dict[str, Any]) -> dict[str, Any]:
         judged = {True: " (> 2 SE)", False: " (within noise)", None: ""}[row["exceeds_2se"]]
         verdict = f"+{row['vs_best']:.4f}{judged}"
     shown = {k: format_value(v) for k, v in row.items()}
-    return {**shown, "best_val_loss": row["label"], "vs_best": verdict}
+    return {**shown, "vs_best": verdict}
 
 
 def _explanation(

@@ -344,3 +344,21 @@ def test_tensorboard_logger_writes_event_files_named_by_overrides(tmp_path: Path
         (run_dir,) = (sweep / str(job) / "tensorboard").iterdir()
         assert run_dir.name == f"model.dropout={dropout}"  # the swept value, not all overrides
         assert list(run_dir.glob("events.out.tfevents.*"))
+
+
+def test_eval_over_a_sweep_groups_seeds_as_the_summary_does(tmp_path: Path) -> None:
+    from modes.eval import by_configuration
+
+    rows = []
+    for job, ((heads, seed), loss) in enumerate(LOSSES.items()):
+        if loss is None:
+            continue
+        write_metrics(tmp_path / str(job), {"overrides": {"model.num_heads": heads, "seed": seed}})
+        ckpt = tmp_path / str(job) / "checkpoints" / "best.ckpt"
+        rows.append({"checkpoint": str(ckpt), "loss": loss, "ppl": math.exp(loss)})
+    table = by_configuration(rows)
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()[2:]}
+    assert list(lines) == ["1", "2", "4", "8"]
+    assert "| 3 | 0 | 2.0100 ± 0.0200 | best |" in lines["4"]
+    assert "(> 2 SE)" in lines["1"] and "(within noise)" in lines["2"]
+    assert "| 1 | 0 | 2.5000 |" in lines["8"]  # the one completed run of heads 8
