@@ -111,15 +111,23 @@ def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
         )
 
 
+# What a scheduler sends before it stops a job: SLURM's --signal (SIGUSR1 by convention) and
+# submitit's time-limit and pre-emption signal (SIGUSR2).
+PREEMPTION_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+
+
 class SaveOnInterrupt(L.Callback):
-    """SIGTERM or SIGINT (Ctrl-C) stops training after the current step and saves a
-    resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG states).
+    """SIGTERM, SIGINT (Ctrl-C), SIGUSR1 or SIGUSR2 stops training after the current step and
+    saves a resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG
+    states).
 
     Builds on Lightning's SIGTERM handling: its handler sets ``trainer.received_sigterm`` and
     the loops raise ``SIGTERMException`` at the end of the step (all DDP ranks together, rank
     0's flag is broadcast every step); ``on_exception`` then saves. Ctrl-C is routed into the
     same path instead of a ``KeyboardInterrupt`` in the middle of an optimiser step; a second
-    Ctrl-C stops at once, without saving.
+    Ctrl-C stops at once, without saving. After a pre-emption signal is saved for, the handler
+    that was there before ours runs: under submitit or Lightning's SLURM environment, that is
+    the one that requeues the job (which then resumes from the saved checkpoint).
     """
 
     def __init__(self, save_path: str | Path) -> None:
@@ -136,7 +144,7 @@ class SaveOnInterrupt(L.Callback):
         if threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, *PREEMPTION_SIGNALS):
             self._previous[signum] = signal.getsignal(signum)
             signal.signal(signum, self._on_signal)
 
@@ -160,3 +168,6 @@ class SaveOnInterrupt(L.Callback):
         trainer.save_checkpoint(self.save_path)  # every rank: it holds a barrier
         self.saved = self.save_path
         self.step = trainer.global_step
+        requeue = self._previous.get(self.signal)
+        if self.signal in PREEMPTION_SIGNALS and callable(requeue):
+            requeue(self.signal, None)
