@@ -1,0 +1,168 @@
+"""Metrics and training settings checked against computations written here from their
+definitions, never with the application's own functions: bits per character and accuracy
+recounted from the logits, the learning-rate schedule read back from a real run's log, and
+the weight-decay groups by parameter name.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from conf.schema import OptimConfig
+from data.config import DataConfig
+from data.corpus import load_corpus
+from tests.conftest import ROOT, TINY
+from tests.test_models import tiny_config
+from train import run
+from training.checkpoint import load_checkpoint
+from training.task import task_class
+
+LR, WARMUP, MIN_RATIO, MAX_STEPS = 3e-3, 5, 0.25, 30
+
+
+@pytest.fixture(scope="module")
+def logged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A tiny decoder run that logs every step and validates on the whole validation split.
+    Read only: tests that write beside its checkpoints copy them first."""
+    from hydra import compose, initialize_config_dir
+
+    out = tmp_path_factory.mktemp("oracle") / "run"
+    overrides = [
+        *TINY,
+        "logger=csv",
+        "trainer.log_every_n_steps=1",
+        "trainer.limit_val_batches=1.0",
+        f"trainer.max_steps={MAX_STEPS}",
+        f"optim.lr={LR}",
+        f"optim.warmup_steps={WARMUP}",
+        f"optim.min_lr_ratio={MIN_RATIO}",
+        f"output_dir={out}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return out, run(cfg)
+
+
+def _validation_recount(ckpt: Path) -> dict[str, float]:
+    """Bits per character and next-token accuracy of ``ckpt`` over the validation split,
+    from the split's original text and the model's logits.
+
+    The text is read again, encoded document by document and joined into one stream with an
+    end-of-text token after each document (that token stands for the one separator character
+    between documents); the stream is cut into non-overlapping windows of max_seq_len + 1
+    tokens (the tail that fills no window is not scored), each window scoring its last
+    max_seq_len tokens given the ones before them. Bits per character: the mean -log2 p of
+    the scored tokens, times the tokens of the whole stream (what the scored tokens are a
+    sample of), over the characters of the text.
+    """
+    loaded = load_checkpoint(ckpt)
+    tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    texts = load_corpus(DataConfig(**loaded.hparams["data_config"]))[0]["validation"]["text"]
+    stream: list[int] = []
+    for text in texts:
+        stream += [*tokenizer.encode(text, add_special_tokens=False).ids, eos]
+    characters = sum(len(text) for text in texts) + len(texts)  # + one separator each
+
+    window = loaded.config.max_seq_len + 1
+    usable = len(stream) // window * window
+    windows = torch.tensor(stream[:usable]).view(-1, window)
+    bits, correct = 0.0, 0
+    with torch.inference_mode():
+        for chunk in windows.split(64):
+            inputs, targets = chunk[:, :-1], chunk[:, 1:]
+            logits = loaded.model(inputs).double()
+            log_p = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1))
+            bits -= log_p.sum().item() / math.log(2)
+            correct += int((logits.argmax(-1) == targets).sum())
+    scored = windows.shape[0] * (window - 1)
+    return {"bpc": bits / scored * len(stream) / characters, "acc": correct / scored}
+
+
+def test_bpc_and_accuracy_match_a_recount_from_the_logits(
+    logged_run: tuple[Path, dict], make_cfg, tmp_path: Path
+) -> None:
+    out, metrics = logged_run
+    # A copy: mode=eval writes eval.json beside the checkpoint it scores.
+    ckpt = tmp_path / "last.ckpt"
+    shutil.copy(out / "checkpoints" / "last.ckpt", ckpt)
+    expected = _validation_recount(ckpt)
+    assert 0 < expected["acc"] < 1 and expected["bpc"] > 0
+
+    evaluated = run(make_cfg("mode=eval", f"ckpt_path={ckpt}"))["results"][0]
+    # float32 logits and a running mean over batches against a float64 sum: 1e-5 apart.
+    assert evaluated["bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
+    assert evaluated["acc"] == pytest.approx(expected["acc"], rel=1e-6)
+    # The last validation of training scored the same weights (last.ckpt) on the same split.
+    assert metrics["step"] == MAX_STEPS
+    assert metrics["val_bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
+    assert metrics["val_acc"] == pytest.approx(expected["acc"], rel=1e-6)
+
+
+def _expected_lr(step: int) -> float:
+    """Linear warmup then cosine decay, from their definition: the rate rises in equal
+    increments from LR / (WARMUP + 1) at step 0 to LR at step WARMUP, then follows half a
+    cosine from LR at step WARMUP down to LR * MIN_RATIO at step MAX_STEPS."""
+    if step <= WARMUP:
+        return LR * (step + 1) / (WARMUP + 1)
+    angle = math.pi * (step - WARMUP) / (MAX_STEPS - WARMUP)
+    return LR * (MIN_RATIO + (1 - MIN_RATIO) * (1 + math.cos(angle)) / 2)
+
+
+def test_logged_learning_rates_follow_warmup_then_cosine(logged_run: tuple[Path, dict]) -> None:
+    out, _ = logged_run
+    with open(out / "csv" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["lr-AdamW/pg1"]]
+    # One column per parameter group (with and without weight decay): one schedule for both.
+    logged = {int(r["step"]): (float(r["lr-AdamW/pg1"]), float(r["lr-AdamW/pg2"])) for r in rows}
+    # The rate each optimiser step used, logged before the step; every step is logged.
+    assert sorted(logged) == list(range(MAX_STEPS)) and len(rows) == MAX_STEPS
+    for step, rates in logged.items():
+        assert rates == pytest.approx((_expected_lr(step),) * 2, rel=1e-9), step
+    assert max(max(rates) for rates in logged.values()) == pytest.approx(LR)
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_weight_decay_applies_to_linear_and_embedding_matrices_only(arch: str) -> None:
+    config = tiny_config(arch, type_vocab_size=2 if arch == "encoder" else 0)
+    optim = OptimConfig(
+        lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
+    )
+    task = task_class(arch)(
+        model_config=config,
+        optim_config=optim,
+        tokenizer_json="{}",
+        data_config=DataConfig(),
+        chars_per_token={},
+        total_steps=10,
+    )
+    # By module: the weight of a Linear or an Embedding decays; biases, LayerNorm weights and
+    # anything else do not. By id, then named: a tied head shares the embedding's tensor.
+    names = {id(p): name for name, p in task.named_parameters()}
+    should_decay = {
+        names[id(module.weight)]
+        for module in task.modules()
+        if isinstance(module, nn.Linear | nn.Embedding)
+    }
+    optimizer = task.configure_optimizers()["optimizer"]
+    by_decay: dict[float, set[str]] = {}
+    for group in optimizer.param_groups:
+        by_decay.setdefault(group["weight_decay"], set()).update(
+            names[id(p)] for p in group["params"]
+        )
+    decayed, not_decayed = by_decay.get(0.1, set()), by_decay.get(0.0, set())
+    assert decayed == should_decay
+    assert not_decayed == set(names.values()) - should_decay
+    assert set(by_decay) == {0.0, 0.1}
+    # The names say the same: the token embedding, the attention and MLP projections decay.
+    assert "model.embeddings.token.weight" in decayed
+    assert any(n.endswith("attn.qkv_proj.weight") for n in decayed)
+    assert not any(n.endswith(".bias") or "norm" in n for n in decayed)
