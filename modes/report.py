@@ -11,6 +11,7 @@ import csv
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,21 @@ def markdown_table(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> st
     return "\n".join(lines) + "\n"
 
 
-def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: Path) -> Path:
-    """Best validation loss over the first two swept keys (the best over any other key)."""
+@dataclass(frozen=True)
+class HeatmapGrid:
+    """What the heatmap draws: the best validation loss per (row value, column value) of the
+    first two swept keys (NaN where no run completed), and which cells hold a failed run."""
+
+    row_key: str
+    col_key: str | None
+    row_values: list[str]
+    col_values: list[str]
+    losses: list[list[float]]
+    failed: list[list[bool]]
+
+
+def heatmap_grid(runs: Sequence[dict[str, Any]], keys: Sequence[str]) -> HeatmapGrid:
+    """The grid over the first two swept keys, the best over any other key."""
     row_key, col_key = keys[0], (keys[1] if len(keys) > 1 else None)
 
     def values_of(key: str | None) -> list[str]:
@@ -119,6 +133,15 @@ def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: 
             grid[i][j] = loss if math.isnan(grid[i][j]) else min(grid[i][j], loss)
         elif run.get("status") == "failed":
             failed[i][j] = True
+    return HeatmapGrid(row_key, col_key, row_values, col_values, grid, failed)
+
+
+def plot_heatmap(runs: Sequence[dict[str, Any]], keys: Sequence[str], out_path: Path) -> Path:
+    """Best validation loss over the first two swept keys (``heatmap_grid``), as a PNG."""
+    heatmap = heatmap_grid(runs, keys)
+    row_key, col_key = heatmap.row_key, heatmap.col_key
+    row_values, col_values = heatmap.row_values, heatmap.col_values
+    grid, failed = heatmap.losses, heatmap.failed
     fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(col_values), 1.2 + 0.8 * len(row_values)))
     image = ax.imshow(grid, cmap="viridis_r", aspect="auto")
     fig.colorbar(image, ax=ax, label="best validation loss")
