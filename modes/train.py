@@ -161,8 +161,8 @@ def _sweep_job_state(out_dir: Path, resume: str | None) -> tuple[dict[str, Any] 
     stored = read_metrics(out_dir)
     if stored and stored.get("status") == "completed":
         print(
-            f"tinylm: {out_dir} already completed, skipping it (delete its metrics.json to "
-            "train it again)"
+            f"tinylm: {out_dir} already completed, skipping it (delete that directory to "
+            "train it again from scratch)"
         )
         return stored, resume
     last = out_dir / "checkpoints" / "last.ckpt"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -521,8 +522,12 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -> None:
-    """The other kind of unfinished job: metrics.json gone (killed hard), last.ckpt kept."""
+def test_rerun_sweep_retrains_a_deleted_job_and_resumes_one_without_metrics(
+    tmp_path: Path,
+) -> None:
+    """The README's two ways back into a finished sweep: a job whose directory was deleted
+    trains again from scratch; a job whose metrics.json alone is gone (killed hard after its
+    last checkpoint) resumes from last.ckpt."""
     sweep = tmp_path / "sweep"
     args = [
         "-m",
@@ -533,13 +538,23 @@ def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -
         f"hydra.sweep.dir={sweep}",
     ]
     assert _train_py(*args, cwd=tmp_path).returncode == 0
+    first = {job: json.loads((sweep / job / "metrics.json").read_text()) for job in ("0", "1")}
+    shutil.rmtree(sweep / "0")
     (sweep / "1" / "metrics.json").unlink()
     again = _train_py(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.count("already completed, skipping") == 1
-    assert "resuming the unfinished job" in again.stdout
-    metrics = json.loads((sweep / "1" / "metrics.json").read_text())
-    assert metrics["status"] == "completed" and metrics["val_loss"] > 0
+    assert "already completed, skipping" not in again.stdout
+    assert again.stdout.count("resuming the unfinished job") == 1
+    assert f"resuming the unfinished job in {sweep / '1'}" in again.stdout
+    retrained = json.loads((sweep / "0" / "metrics.json").read_text())
+    # Trained from step 0 again with the same seed: the same losses as the first time.
+    assert retrained["status"] == "completed" and retrained["step"] == 6
+    assert retrained["best_val_loss"] == pytest.approx(first["0"]["best_val_loss"], abs=1e-6)
+    assert retrained["train_seconds"] > 0
+    # Resumed at its last step: nothing left to train, validated again.
+    resumed = json.loads((sweep / "1" / "metrics.json").read_text())
+    assert resumed["status"] == "completed" and resumed["step"] == 6
+    assert resumed["val_loss"] == pytest.approx(first["1"]["val_loss"], abs=1e-6)
 
 
 # --------------------------------------------------------------------------- 7. distributed
