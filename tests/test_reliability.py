@@ -620,3 +620,58 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
     with open(sweep / "summary.csv") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["completed", "completed"]
     assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
+
+
+@pytest.mark.slow
+def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_together(
+    tmp_path: Path,
+) -> None:
+    def train(name: str, *extra: str, signal_at: int | None = None) -> Path:
+        steps = tmp_path / f"{name}-final-steps.txt"
+        injectors = f"RecordFinalStep({str(steps)!r})"
+        if signal_at is not None:
+            injectors += f", SignalAtStep({signal_at})"
+        wrapper = (
+            "from tests.faults import RecordFinalStep, SignalAtStep, main_with\n"
+            f"main_with({injectors})\n"
+        )
+        proc = _train_py(
+            *TINY,
+            *DDP,
+            *RESUME,
+            *extra,
+            f"hydra.run.dir={tmp_path / name}",
+            cwd=tmp_path,
+            wrapper=wrapper,
+        )
+        expected_code = 0 if signal_at is None else 128 + signal.SIGTERM
+        assert proc.returncode == expected_code, proc.stderr[-3000:]
+        return steps
+
+    full = train("full")
+    cut = train("cut", signal_at=11)
+    # Each rank wrote the step it stopped at: the same one, the step of the checkpoint. (The
+    # ranks agree at the end of each step whether to stop: a signal sent after that, at the
+    # end of step 11, stops them at the end of step 12.)
+    stopped = dict(line.split() for line in cut.read_text().splitlines())
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    step = torch.load(last, weights_only=True)["global_step"]
+    assert stopped == {"0": str(step), "1": str(step)} and 11 <= step < 24
+    status = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    assert status["status"] == "interrupted" and status["step"] == step
+    resumed = train("resumed", f"ckpt_path={last}")
+    for finished in (full, resumed):
+        assert dict(line.split() for line in finished.read_text().splitlines()) == {
+            "0": "24",
+            "1": "24",
+        }
+
+    final = {
+        name: json.loads((tmp_path / name / "metrics.json").read_text())
+        for name in ("full", "resumed")
+    }
+    assert final["resumed"]["step"] == final["full"]["step"] == 24
+    assert final["resumed"]["val_loss"] == pytest.approx(final["full"]["val_loss"], abs=1e-6)
+    assert final["resumed"]["best_val_loss"] == pytest.approx(
+        final["full"]["best_val_loss"], abs=1e-6
+    )
