@@ -413,13 +413,14 @@ def test_longer_context_than_the_position_table(tiny_ckpt, tmp_path, mode) -> No
     assert "(32 positions)" in proc.stderr
 
 
-def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg) -> None:
+def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg, tmp_path) -> None:
     from training.checkpoint import load_checkpoint, load_safetensors
 
-    out = Path(run(make_cfg("mode=export", f"ckpt_path={tiny_ckpt}"))["safetensors"])
-    assert out == tiny_ckpt.with_suffix(".safetensors") and out.is_file()
+    ckpt = Path(shutil.copy(tiny_ckpt, tmp_path))  # export writes beside the checkpoint
+    out = Path(run(make_cfg("mode=export", f"ckpt_path={ckpt}"))["safetensors"])
+    assert out == ckpt.with_suffix(".safetensors") and out.is_file()
     exported, tokenizer_json = load_safetensors(out)
-    original = load_checkpoint(tiny_ckpt)
+    original = load_checkpoint(ckpt)
     assert tokenizer_json == original.tokenizer_json
     ids = torch.randint(0, original.config.vocab_size, (2, 16))
     with torch.inference_mode():
