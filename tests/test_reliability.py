@@ -647,6 +647,8 @@ def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_togethe
         )
         expected_code = 0 if signal_at is None else 128 + signal.SIGTERM
         assert proc.returncode == expected_code, proc.stderr[-3000:]
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("tinylm:")]
+        assert len(lines) == (signal_at is not None), lines  # one line, from rank 0
         return steps
 
     full = train("full")
