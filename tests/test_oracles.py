@@ -7,12 +7,14 @@ the weight-decay groups by parameter name.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 from torch import nn
 
@@ -51,9 +53,9 @@ def logged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, run(cfg)
 
 
-def _validation_recount(ckpt: Path) -> dict[str, float]:
-    """Bits per character and next-token accuracy of ``ckpt`` over the validation split,
-    from the split's original text and the model's logits.
+def _validation_recount(ckpt: Path, data: DataConfig | None = None) -> dict[str, float]:
+    """Bits per character and next-token accuracy of ``ckpt`` over the validation split of
+    ``data`` (default: its own run's), from the split's original text and the model's logits.
 
     The text is read again, encoded document by document and joined into one stream with an
     end-of-text token after each document (that token stands for the one separator character
@@ -66,7 +68,8 @@ def _validation_recount(ckpt: Path) -> dict[str, float]:
     loaded = load_checkpoint(ckpt)
     tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
     eos = tokenizer.token_to_id("<|endoftext|>")
-    texts = load_corpus(DataConfig(**loaded.hparams["data_config"]))[0]["validation"]["text"]
+    data = data or DataConfig(**loaded.hparams["data_config"])
+    texts = load_corpus(data)[0]["validation"]["text"]
     stream: list[int] = []
     for text in texts:
         stream += [*tokenizer.encode(text, add_special_tokens=False).ids, eos]
@@ -105,6 +108,31 @@ def test_bpc_and_accuracy_match_a_recount_from_the_logits(
     assert metrics["step"] == MAX_STEPS
     assert metrics["val_bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
     assert metrics["val_acc"] == pytest.approx(expected["acc"], rel=1e-6)
+
+
+def test_eval_of_a_run_dir_on_other_data_counts_that_datas_characters(
+    logged_run: tuple[Path, dict], make_cfg, tmp_path: Path
+) -> None:
+    """``ckpt_path=RUN_DIR`` scores its best checkpoint; ``data=text data.path=FILE`` scores
+    the file's validation split, tokenized by the checkpoint's tokenizer, and bits per
+    character count that text's characters. Through train.py: Hydra records the command
+    line's data overrides there (compose() records none)."""
+    from tests.test_train import _train_py
+
+    run_dir = Path(shutil.copytree(logged_run[0], tmp_path / "run"))  # eval.json lands here
+    text = tmp_path / "other.txt"  # text the model was not trained on
+    text.write_text((ROOT / "README.md").read_text())
+    other = ["data=text", f"data.path={text}"]
+    proc = _train_py(
+        "mode=eval", f"ckpt_path={run_dir}", *other, f"hydra.run.dir={tmp_path}", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads((run_dir / "eval.json").read_text())
+    assert row["checkpoint"] == str(run_dir / "checkpoints" / "best.ckpt")
+    data = DataConfig(**OmegaConf.to_container(make_cfg(*other).data, resolve=True))
+    expected = _validation_recount(run_dir / "checkpoints" / "best.ckpt", data)
+    assert row["bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
+    assert row["acc"] == pytest.approx(expected["acc"], rel=1e-6)
 
 
 def _expected_lr(step: int) -> float:
