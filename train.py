@@ -8,6 +8,7 @@ Tests call ``run`` and ``execute`` directly. The map of the code is ARCHITECTURE
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -24,6 +25,11 @@ from conf.schema import job_overrides, parse_settings, sweep_dir
 # Quiet, offline-safe defaults; the environment can still override each one.
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The checkout is the application (nothing of it is installed): the processes a launcher
+# starts to run a job (submitit's, here or on a SLURM node) import it from here, as this one.
+_ROOT = str(Path(__file__).resolve().parent)
+if _ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
 warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
@@ -33,6 +39,7 @@ warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 USER_ERRORS = (
     ValueError,
     FileNotFoundError,
+    FileExistsError,
     IsADirectoryError,
     FloatingPointError,
     ConnectionError,
@@ -50,6 +57,9 @@ def run(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     # gradients and Adam moments of tokens the model never predicts. Flushing them to zero
     # took the shakespeare_char preset from 569 s to 86 s at the same validation loss.
     torch.set_flush_denormal(True)
+    if settings.parallel_jobs > 1:
+        # Jobs of a parallel sweep share the cores instead of each taking all of them.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // settings.parallel_jobs))
     return mode(settings, callbacks)
 
 
@@ -66,6 +76,11 @@ def execute(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> float | None:
         if global_rank() == 0:  # one line, not one per DDP rank
             print(f"tinylm: {err}", file=sys.stderr)
         raise SystemExit(err.exit_code) from None
+    except modes.SweepConflict as err:
+        # Stops the whole sweep: recording it as this job's failure would overwrite the
+        # earlier run's results.
+        print(f"tinylm: error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt:
         print("tinylm: interrupted before training started; nothing to save", file=sys.stderr)
         raise SystemExit(130) from None
@@ -85,6 +100,34 @@ def main(cfg: DictConfig) -> float | None:
     return execute(cfg)
 
 
+# One Hydra quoted string: a quote, escaped or other characters, the same quote.
+_HYDRA_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
+
+
+def verbatim_prompt(args: Sequence[str]) -> list[str]:
+    """Command-line arguments with ``prompt=TEXT`` rewritten as Hydra's quoted string of TEXT.
+
+    A prompt is free text: brackets, commas, ``=``, quotes and ``${`` mean something in
+    Hydra's override grammar, so ``prompt=The [MASK] is, as ever, = good`` (one shell word)
+    would be rejected or read as a list. Quoting it here, before Hydra parses anything, makes
+    Hydra read TEXT as typed while the override is still recorded (and shown in the run's
+    config) as usual. A value already quoted whole (``prompt="..."``, the form earlier
+    versions needed) is left to Hydra, so old commands keep their meaning.
+    """
+    return [_quote_prompt(arg) if arg.startswith("prompt=") else arg for arg in args]
+
+
+def _quote_prompt(arg: str) -> str:
+    text = arg.removeprefix("prompt=")
+    if _HYDRA_QUOTED.fullmatch(text):
+        return arg
+    # Inside a quoted Hydra value a backslash is literal unless it precedes a quote, an
+    # escaped interpolation or the closing quote: only those runs are doubled.
+    text = re.sub(r"(\\+)(?='|\$\{|\Z)", lambda m: m.group(1) * 2, text)
+    text = text.replace("'", "\\'").replace("${", "\\${")  # a quote; no interpolation
+    return f"prompt='{text}'"
+
+
 def _record_failure(cfg: DictConfig, err: Exception) -> None:
     """A failed sweep job: its traceback on stderr, ``status: failed`` in its metrics.json."""
     from modes.report import write_metrics
@@ -102,4 +145,5 @@ def _record_failure(cfg: DictConfig, err: Exception) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = verbatim_prompt(sys.argv[1:])
     main()

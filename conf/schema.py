@@ -2,26 +2,30 @@
 
 Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
 ``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
-``logger``, ``optim`` and the top-level keys (``JobConfig``) onto the classes below.
-``parse_settings`` builds them all before any data is touched, so a typo costs seconds, not a
-tokenization run. Nothing here reads files: holding settings against a checkpoint is the
-training layer's job (``training/checkpoint.py``), checking data files the data layer's.
+``logger``, ``optim``, ``eval``, ``export`` and the top-level keys (``JobConfig``) onto the
+classes below. ``parse_settings`` builds them all before any data is touched, so a typo costs
+seconds, not a tokenization run. Nothing here reads files: holding settings against a
+checkpoint is the training layer's job (``training/checkpoint.py``), checking data files the
+data layer's.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from data.config import DataConfig
 from models.config import ModelConfig, check_field_types, from_mapping
 
+EXPORT_FORMATS = ("safetensors", "hf")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
-LOGGERS = ("wandb", "csv", "none")
+LOGGERS = ("wandb", "tensorboard", "csv", "none")
 
 
 @dataclass
@@ -76,7 +80,8 @@ class TrainerConfig:
 
 @dataclass
 class LoggerConfig:
-    """Where metrics go: ``wandb`` (offline unless told otherwise), ``csv`` or ``none``."""
+    """Where metrics go: ``wandb`` (offline unless told otherwise), ``tensorboard``, ``csv``
+    or ``none``."""
 
     kind: str = "wandb"
     project: str = "tinylm"
@@ -87,7 +92,7 @@ class LoggerConfig:
     def __post_init__(self) -> None:
         check_field_types(self, "logger.")
         if self.kind not in LOGGERS:
-            raise ValueError(f"logger={self.kind} is unknown; choose logger=wandb, csv or none")
+            raise ValueError(f"logger={self.kind} is unknown; choose logger={', '.join(LOGGERS)}")
         if self.mode not in ("offline", "online"):
             raise ValueError(f"logger.mode={self.mode} must be offline or online")
 
@@ -155,12 +160,58 @@ class JobConfig:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1] (null = off)")
 
 
+@dataclass
+class EvalConfig:
+    """The ``eval`` block of conf/config.yaml: how ``mode=eval`` scores a decoder.
+
+    stride: sliding windows of ``max_seq_len`` tokens, each scoring its last ``stride``
+    tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
+    None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
+    ``max_seq_len`` when it is read.
+    """
+
+    stride: int | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "eval.")
+        if self.stride is not None and self.stride < 1:
+            raise ValueError(
+                f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
+                "max_seq_len); omit it for non-overlapping windows"
+            )
+
+
+@dataclass
+class ExportConfig:
+    """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
+
+    format: safetensors (tinylm's own file, the config in its metadata) or hf (a folder that
+    Hugging Face ``transformers`` loads as GPT2LMHeadModel / BertForMaskedLM).
+    path: the output file (safetensors) or folder (hf); None puts it beside the checkpoint.
+    overwrite: replace an existing output; without it an existing one is refused.
+    """
+
+    format: str = "safetensors"
+    path: str | None = None
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "export.")
+        if self.format not in EXPORT_FORMATS:
+            raise ValueError(
+                f"export.format={self.format} is unknown; choose export.format=safetensors "
+                "(tinylm's file) or export.format=hf (a Hugging Face transformers folder)"
+            )
+
+
 GROUPS = {
     "model": ModelConfig,
     "data": DataConfig,
     "trainer": TrainerConfig,
     "logger": LoggerConfig,
     "optim": OptimConfig,
+    "eval": EvalConfig,
+    "export": ExportConfig,
 }
 
 
@@ -170,7 +221,9 @@ class Settings:
 
     ``model.vocab_size`` and ``model.pad_token_id`` are None here: the tokenizer decides them.
     ``overrides`` are this job's ``key=value`` command-line overrides (under a multirun, the
-    swept values); ``sweep_dir`` is the multirun's directory, None for a single run.
+    swept values); ``sweep_dir`` is the multirun's directory, None for a single run;
+    ``job_num`` the job's number in it; ``parallel_jobs`` how many jobs a parallel launcher
+    runs at once on this machine (1 otherwise); ``swept`` the keys the multirun sweeps.
     """
 
     job: JobConfig
@@ -179,8 +232,19 @@ class Settings:
     trainer: TrainerConfig
     logger: LoggerConfig
     optim: OptimConfig
+    eval: EvalConfig
+    export: ExportConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
+    job_num: int = 0
+    parallel_jobs: int = 1
+    swept: tuple[str, ...] = ()
+
+    def run_name(self) -> str | None:
+        """The run as loggers name it: its swept ``key=value`` pairs under a multirun, else
+        all of its overrides; None without any."""
+        keys = [k for k in self.swept if k in self.overrides] or list(self.overrides)
+        return ",".join(f"{k}={self.overrides[k]}" for k in keys) or None
 
     def plain(self) -> dict[str, Any]:
         """The validated config groups as plain dicts (for the logger's run config)."""
@@ -197,6 +261,9 @@ def parse_settings(cfg: DictConfig) -> Settings:
         **groups,
         overrides=job_overrides(),
         sweep_dir=sweep_dir(),
+        job_num=int(HydraConfig.get().job.get("num") or 0) if HydraConfig.initialized() else 0,
+        parallel_jobs=parallel_jobs(),
+        swept=tuple(swept_keys()),
     )
 
 
@@ -209,8 +276,41 @@ def job_overrides() -> dict[str, str]:
     return {k.lstrip("+~"): v for k, v in pairs}
 
 
+def swept_keys() -> list[str]:
+    """The keys this job's multirun sweeps (``model.dropout=0.0,0.1``), from the
+    ``multirun.yaml`` Hydra writes at the sweep's start; empty for a single run."""
+    directory = sweep_dir()
+    record = directory / "multirun.yaml" if directory else None
+    if record is None or not record.is_file():
+        return []
+    command_line = list(OmegaConf.load(record).hydra.overrides.task)
+    parsed = OverridesParser.create().parse_overrides(command_line)
+    return [o.key_or_group for o in parsed if o.is_sweep_override()]
+
+
 def sweep_dir() -> Path | None:
     """The multirun's sweep directory, or None for a single run."""
     if not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
         return None
     return Path(HydraConfig.get().sweep.dir)
+
+
+def parallel_jobs(launcher: DictConfig | None = None) -> int:
+    """Jobs a parallel launcher (Hydra's joblib plugin: ``hydra.launcher.n_jobs``) runs at once
+    here, as joblib counts them (-1 = one per core); 1 for the sequential launchers. ``launcher``
+    defaults to this job's ``hydra.launcher``."""
+    if launcher is None:
+        if not HydraConfig.initialized():
+            return 1
+        launcher = HydraConfig.get().launcher
+    n_jobs = launcher.get("n_jobs")
+    if n_jobs is None:
+        return 1
+    cores = os.cpu_count() or 1
+    jobs = cores + 1 + n_jobs if n_jobs < 0 else n_jobs
+    if n_jobs == 0 or jobs < 1:
+        raise ValueError(
+            f"hydra.launcher.n_jobs={n_jobs} runs no job on this {cores}-core machine; give "
+            "the number of jobs to run at once, e.g. hydra.launcher.n_jobs=2 (-1: one per core)"
+        )
+    return jobs

@@ -18,6 +18,16 @@ def collate_blocks(blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
     return {"input_ids": batch[:, :-1].contiguous(), "labels": batch[:, 1:].contiguous()}
 
 
+def collate_windows(windows: list[dict[str, object]]) -> dict[str, torch.Tensor]:
+    """`StridedWindows` items -> input_ids, labels [B, T]; the targets a window does not score
+    (those an earlier window scored) are IGNORE_INDEX."""
+    batch = collate_blocks([w["block"] for w in windows])
+    length = batch["labels"].shape[1]
+    for row, window in enumerate(windows):
+        batch["labels"][row, : length - window["scored"]] = IGNORE_INDEX
+    return batch
+
+
 class MLMCollator:
     """Pad a batch to its longest example rounded up to a multiple of 8 (at most
     max_seq_len), then mask for MLM.

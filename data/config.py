@@ -9,6 +9,7 @@ from typing import Any
 SOURCES = ("builtin", "files", "hub")
 TOKENIZER_KINDS = ("bpe", "wordpiece", "char")
 EXAMPLE_UNITS = ("document", "paragraph", "line")
+SPLITS = ("train", "validation", "test")
 EVAL_SPLITS = ("validation", "test")
 # BPE starts from the 256-byte alphabet; below this there is no room for any merge.
 MIN_VOCAB_SIZE = 300
@@ -19,7 +20,9 @@ class DataConfig:
     """Where the text comes from, how it is tokenized and how it is batched.
 
     source: builtin (CPython's reference docs, always available) | files (`path`: a file, a
-    directory or a glob of .txt/.json/.jsonl/.csv/.parquet) | hub (`name`, `config_name`).
+    directory or a glob of .txt/.json/.jsonl/.csv/.parquet; or a mapping of split names to
+    such paths, `{train: a.txt, validation: b.txt, test: c.txt}`, the fixed splits of the
+    corpus: nothing is carved then) | hub (`name`, `config_name`).
     tokenizer: None picks the architecture's default (decoder -> bpe, encoder -> wordpiece);
     otherwise bpe | wordpiece | char (trained on the train split), a path to a tokenizer.json
     (or a directory holding one), or a Hub tokenizer name "org/name".
@@ -31,7 +34,7 @@ class DataConfig:
     """
 
     source: str = "builtin"
-    path: str | None = None
+    path: str | dict[str, str] | None = None
     name: str | None = None
     config_name: str | None = None
     text_column: str = "text"
@@ -60,6 +63,8 @@ class DataConfig:
                 "data.name is required with data.source=hub: pass data.name=ORG/DATASET "
                 "(and data.config_name=CONFIG if the dataset has configs)"
             )
+        if isinstance(self.path, dict):
+            check_split_files(self.path)
         _check_choice("example_unit", self.example_unit, EXAMPLE_UNITS)
         _check_choice("split", self.split, EVAL_SPLITS)
         if not self.text_column:
@@ -74,6 +79,21 @@ class DataConfig:
         _check_fraction("test_fraction", self.test_fraction, high=0.5)
         if self.tokenizer is not None:
             check_tokenizer_spec(self.tokenizer)
+
+
+def check_split_files(path: dict[str, Any]) -> None:
+    """A data.path mapping names the corpus's fixed splits: train and validation at least."""
+    unknown = [k for k in path if k not in SPLITS]
+    missing = [k for k in ("train", "validation") if k not in path]
+    if unknown or missing:
+        raise ValueError(
+            f"data.path={dict(path)} maps split names to files: use the keys "
+            f"{', '.join(SPLITS)} (train and validation required, test optional), e.g. "
+            "data.path={train: a.txt, validation: b.txt, test: c.txt}"
+        )
+    for split, value in path.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"data.path.{split}={value!r} must be a file, directory or glob")
 
 
 def check_tokenizer_spec(spec: str) -> None:

@@ -17,8 +17,8 @@ import numpy as np
 from datasets import DatasetDict, load_from_disk
 
 from data.cache import cache_root, stable_hash
-from data.config import DataConfig
-from data.sources import SPLITS, load_raw, source_fingerprint
+from data.config import SPLITS, DataConfig
+from data.sources import load_raw, source_fingerprint
 
 # A paragraph ends at a line that is empty or holds only spaces/tabs.
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
@@ -44,6 +44,45 @@ def load_corpus(cfg: DataConfig) -> tuple[DatasetDict, str]:
         corpus = _build(cfg)
         _save_atomically(corpus, path)
     return load_from_disk(str(path)), key
+
+
+def load_whole(cfg: DataConfig) -> tuple[DatasetDict, str]:
+    """All of a source's text as the one split ``cfg.split``, carved from nothing: what
+    ``mode=eval`` scores when data is given on its command line. Files and the builtin corpus
+    give every record; a Hub dataset or a data.path mapping gives its split ``cfg.split``."""
+    raw = load_raw(cfg)
+    # A Hub dataset and a data.path mapping have splits of their own: cfg.split is one.
+    own_splits = cfg.source == "hub" or isinstance(cfg.path, dict)
+    if own_splits and cfg.split not in raw:
+        raise ValueError(
+            f"{source_name(cfg)} has no {cfg.split} split (its splits: {', '.join(raw)}); "
+            "pass data.split=validation or test, whichever it has"
+        )
+    own = cfg.split if own_splits else "train"  # a file, a directory, builtin: all their text
+    units = raw[own].map(
+        split_units,
+        batched=True,
+        fn_kwargs={"unit": cfg.example_unit},
+        remove_columns=["text"],
+        desc=f"Cutting into {cfg.example_unit}s",
+    )
+    if len(units) == 0:
+        raise ValueError(f"the data {source_name(cfg)} has no text to evaluate")
+    return DatasetDict({cfg.split: units}), whole_key(cfg)
+
+
+def whole_key(cfg: DataConfig) -> str:
+    """Names the text ``load_whole`` gives, as ``corpus_key`` names a carved corpus."""
+    return stable_hash("whole", source_fingerprint(cfg), cfg.example_unit, cfg.split)
+
+
+def source_name(cfg: DataConfig) -> str:
+    """The source as the user named it: the path, the Hub name (/config), or builtin."""
+    if cfg.source == "files":
+        return str(cfg.path)
+    if cfg.source == "hub":
+        return f"{cfg.name}" + (f"/{cfg.config_name}" if cfg.config_name else "")
+    return "builtin"
 
 
 def split_units(batch: dict[str, list], unit: str) -> dict[str, list[str]]:
@@ -75,6 +114,11 @@ def _build(cfg: DataConfig) -> DatasetDict:
     if len(units["train"]) == 0:
         where = {"files": f" (data.path={cfg.path!r})", "hub": f" ({cfg.name})"}
         raise ValueError(f"the {cfg.source} corpus{where.get(cfg.source, '')} has no text")
+    if isinstance(cfg.path, dict):  # fixed split files: nothing is carved
+        empty = [split for split, ds in units.items() if len(ds) == 0]
+        if empty:
+            raise ValueError(f"data.path.{empty[0]}={cfg.path[empty[0]]} has no text")
+        return units
     return _carve_missing_splits(units, cfg)
 
 

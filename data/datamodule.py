@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import lightning as L
 from datasets import DatasetDict
+from filelock import FileLock
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
 from data.cache import cache_root
-from data.collate import MLMCollator, collate_blocks
+from data.collate import MLMCollator, collate_blocks, collate_windows
 from data.config import TOKENIZER_KINDS, DataConfig
-from data.corpus import load_corpus
-from data.examples import EncoderExamples, PackedBlocks, check_max_seq_len, join_documents
+from data.corpus import load_corpus, load_whole
+from data.examples import (
+    EncoderExamples,
+    PackedBlocks,
+    StridedWindows,
+    check_max_seq_len,
+    join_documents,
+)
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.tokenize import chars_per_token, token_arrays, tokenize_corpus
 from data.tokenizer import (
@@ -39,12 +47,27 @@ class Prepared:
     specials: SpecialTokens
 
 
-def prepare(cfg: DataConfig, arch: str, tokenizer_json: str | None = None) -> Prepared:
+def prepare(
+    cfg: DataConfig, arch: str, tokenizer_json: str | None = None, whole: bool = False
+) -> Prepared:
     """Load the corpus, get the tokenizer, tokenize; each step reads its cache when it can.
 
-    `tokenizer_json` (a checkpoint's tokenizer) takes precedence over `cfg.tokenizer`.
+    `tokenizer_json` (a checkpoint's tokenizer) takes precedence over `cfg.tokenizer`. With
+    `whole`, the corpus is all of the source's text as the one split `cfg.split` (evaluation
+    data, see `load_whole`), and needs `tokenizer_json`. Processes that prepare data in the
+    same cache at once (the jobs of a parallel sweep, DDP ranks) take turns: the first builds
+    each piece, the others read it from the cache.
     """
-    corpus, corpus_key = load_corpus(cfg)
+    root = cache_root(cfg)
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / "prepare.lock"):
+        return _prepare_unlocked(cfg, arch, tokenizer_json, whole)
+
+
+def _prepare_unlocked(
+    cfg: DataConfig, arch: str, tokenizer_json: str | None, whole: bool
+) -> Prepared:
+    corpus, corpus_key = load_whole(cfg) if whole else load_corpus(cfg)
     spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
     if tokenizer_json is not None:
         tokenizer = tokenizer_from_json(tokenizer_json)
@@ -67,10 +90,12 @@ class LMDataModule(L.LightningDataModule):
     """Train / validation / test loaders for a decoder (CLM) or an encoder (MLM).
 
     Decoder batches: {"input_ids", "labels"} [B, max_seq_len], documents joined by EOS and
-    packed without padding. Encoder batches: {"input_ids", "attention_mask", "labels"},
-    [CLS] example [SEP] padded per batch and MLM-masked. After `prepare_data(); setup()`,
-    the tokenizer and its ids (vocab_size, pad/eos/mask/cls/sep_token_id) and per-split
-    `chars_per_token` are available for the model config and bits-per-character metrics.
+    packed without padding (with `eval_stride`, `StridedWindows` whose labels are
+    IGNORE_INDEX where a window gives context only). Encoder batches: {"input_ids",
+    "attention_mask", "labels"}, [CLS] example [SEP] padded per batch and MLM-masked. After
+    `prepare_data(); setup()`, the tokenizer and its ids (vocab_size,
+    pad/eos/mask/cls/sep_token_id) and per-split `chars_per_token` are available for the
+    model config and bits-per-character metrics.
     """
 
     def __init__(
@@ -80,6 +105,8 @@ class LMDataModule(L.LightningDataModule):
         max_seq_len: int,
         seed: int = 0,
         tokenizer_json: str | None = None,
+        whole: bool = False,
+        eval_stride: int | None = None,
     ) -> None:
         super().__init__()
         if arch not in DEFAULT_TOKENIZER:
@@ -90,17 +117,19 @@ class LMDataModule(L.LightningDataModule):
         self.max_seq_len = max_seq_len
         self.seed = seed
         self.tokenizer_json = tokenizer_json  # resume / eval: the checkpoint's tokenizer
+        self.whole = whole
+        self.eval_stride = eval_stride
         self._prepared: Prepared | None = None
         self._splits: dict[str, Dataset] = {}
 
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node: the expensive work (tokenizer
         # training, tokenization) happens here and leaves its results in the cache.
-        self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json)
+        self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
 
     def setup(self, stage: str | None = None) -> None:
         if self._prepared is None:  # another rank prepared; everything is a cache hit now
-            self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json)
+            self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
         if not self._splits:
             self._splits = {split: self._examples(split) for split in self._prepared.tokenized}
 
@@ -108,7 +137,10 @@ class LMDataModule(L.LightningDataModule):
         ids, offsets = token_arrays(self.prepared.tokenized[split])
         specials = self.prepared.specials
         if self.arch == "decoder":
-            return PackedBlocks(join_documents(ids, offsets, specials.eos_id), self.max_seq_len + 1)
+            stream = join_documents(ids, offsets, specials.eos_id)
+            if self.eval_stride is not None:
+                return StridedWindows(stream, self.max_seq_len, self.eval_stride)
+            return PackedBlocks(stream, self.max_seq_len + 1)
         return EncoderExamples(ids, offsets, specials.cls_id, specials.sep_id, self.max_seq_len)
 
     @property
@@ -170,14 +202,20 @@ class LMDataModule(L.LightningDataModule):
         return DataLoader(self.dataset("test"), **self._loader_options())
 
     def dataset(self, split: str) -> Dataset:
-        """The split's examples: PackedBlocks (decoder) or EncoderExamples (encoder)."""
+        """The split's examples: PackedBlocks or, with `eval_stride`, StridedWindows (decoder);
+        EncoderExamples (encoder)."""
         if not self._splits:
             raise RuntimeError("call prepare_data() and setup() before asking for loaders")
+        if split not in self._splits:  # a data.path mapping without that split
+            raise ValueError(
+                f"the corpus has no {split} split (its splits: {', '.join(self._splits)}); "
+                "map a file to it in data.path or choose another data.split"
+            )
         return self._splits[split]
 
     def _loader_options(self) -> dict:
         if self.arch == "decoder":
-            collate = collate_blocks
+            collate = collate_blocks if self.eval_stride is None else collate_windows
         else:
             collate = MLMCollator(
                 self.prepared.specials,
@@ -202,10 +240,14 @@ def prepared_datamodule(
     seed: int,
     stage: str,
     tokenizer_json: str | None = None,
+    **options: Any,
 ) -> LMDataModule:
     """An ``LMDataModule`` after ``prepare_data`` and ``setup(stage)``: what a mode that runs
-    outside ``Trainer.fit`` (or needs the tokenizer before it) works with."""
-    datamodule = LMDataModule(cfg, arch, max_seq_len, seed=seed, tokenizer_json=tokenizer_json)
+    outside ``Trainer.fit`` (or needs the tokenizer before it) works with. ``options``: the
+    data module's evaluation options (``whole``, ``eval_stride``)."""
+    datamodule = LMDataModule(
+        cfg, arch, max_seq_len, seed=seed, tokenizer_json=tokenizer_json, **options
+    )
     datamodule.prepare_data()
     datamodule.setup(stage)
     return datamodule

@@ -1,4 +1,5 @@
-"""Torch datasets over tokenized examples: packed blocks (decoder), wrapped rows (encoder)."""
+"""Torch datasets over tokenized examples: packed blocks (decoder), wrapped rows (encoder),
+and strided windows (decoder evaluation)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,47 @@ class PackedBlocks(Dataset):
     def __getitem__(self, index: int) -> np.ndarray:
         start = index * self.block_len
         return self.stream[start : start + self.block_len]
+
+
+def check_stride(stride: int, window: int) -> None:
+    if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= window:
+        raise ValueError(
+            f"eval.stride={stride} must be between 1 and the checkpoint's max_seq_len={window} "
+            f"(the default, {window}, scores non-overlapping windows; smaller strides give each "
+            "token more context at more cost)"
+        )
+
+
+class StridedWindows(Dataset):
+    """Windows of `window` inputs (+1 target) sliding by `stride` over a stream, for scoring.
+
+    Window i starts at token i * stride. The first scores all its `window` targets; every later
+    one only its last `stride`, which no earlier window scored, with up to `window - stride`
+    tokens of context before them. So every target from stream[1] on is scored exactly once,
+    except a tail shorter than `stride` that fills no window. Item: {"block": the window's
+    `window + 1` tokens, "scored": how many of its last targets count}.
+    """
+
+    def __init__(self, stream: np.ndarray, window: int, stride: int) -> None:
+        check_stride(stride, window)
+        self.stream = stream
+        self.window = window
+        self.stride = stride
+
+    def __len__(self) -> int:
+        if len(self.stream) < self.window + 1:
+            return 0
+        return 1 + (len(self.stream) - 1 - self.window) // self.stride
+
+    def __getitem__(self, index: int) -> dict[str, object]:
+        start = index * self.stride
+        block = self.stream[start : start + self.window + 1]
+        return {"block": block, "scored": self.window if index == 0 else self.stride}
+
+    @property
+    def num_scored(self) -> int:
+        """Targets scored over all windows."""
+        return self.window + self.stride * (len(self) - 1) if len(self) else 0
 
 
 class EncoderExamples(Dataset):

@@ -17,7 +17,7 @@ from datasets import Dataset, DatasetDict, load_dataset
 from datasets.exceptions import DatasetGenerationError
 
 from data.cache import cache_root
-from data.config import DataConfig
+from data.config import SPLITS, DataConfig
 from data.hub import hub_unavailable_reason
 
 # File extension -> the `datasets` packaged builder that reads it.
@@ -29,7 +29,6 @@ FILE_BUILDERS = {
     ".csv": "csv",
     ".parquet": "parquet",
 }
-SPLITS = ("train", "validation", "test")
 
 
 def load_raw(cfg: DataConfig) -> DatasetDict:
@@ -50,9 +49,12 @@ def source_fingerprint(cfg: DataConfig) -> list[object]:
     if cfg.source == "builtin":
         return ["builtin", sys.version]
     if cfg.source == "files":
-        files = resolve_files(cfg.path or "")
-        stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-        return ["files", stats, cfg.text_column]
+        stats = {
+            split: [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+            for split, files in split_files(cfg).items()
+        }
+        # A single path keeps the key of earlier versions: their caches stay valid.
+        return ["files", stats if isinstance(cfg.path, dict) else stats["train"], cfg.text_column]
     return ["hub", cfg.name, cfg.config_name, cfg.text_column]
 
 
@@ -61,6 +63,12 @@ def builtin_documents() -> list[str]:
     from pydoc_data.topics import topics
 
     return [topics[key] for key in sorted(topics)]
+
+
+def split_files(cfg: DataConfig) -> dict[str, list[Path]]:
+    """The files of each split: those data.path maps to it, or all of them under "train"."""
+    paths = cfg.path if isinstance(cfg.path, dict) else {"train": cfg.path or ""}
+    return {split: resolve_files(path) for split, path in paths.items()}
 
 
 def resolve_files(path: str) -> list[Path]:
@@ -104,8 +112,13 @@ def _supported(file: Path) -> bool:
 
 
 def _load_files(cfg: DataConfig) -> DatasetDict:
-    files = resolve_files(cfg.path or "")
-    builder = FILE_BUILDERS[files[0].suffix.lower()]
+    files = split_files(cfg)
+    builders = {FILE_BUILDERS[f.suffix.lower()] for split in files.values() for f in split}
+    if len(builders) > 1:
+        raise ValueError(
+            f"data.path={cfg.path} mixes formats {sorted(builders)}; use files of one format"
+        )
+    builder = builders.pop()
     options = {}
     if builder == "text":
         # The text builder names its column "text" and can cut examples itself.
@@ -113,7 +126,7 @@ def _load_files(cfg: DataConfig) -> DatasetDict:
     try:
         raw = load_dataset(
             builder,
-            data_files=[str(f) for f in files],
+            data_files={split: [str(f) for f in fs] for split, fs in files.items()},
             cache_dir=str(cache_root(cfg) / "hf"),
             **options,
         )

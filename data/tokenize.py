@@ -56,13 +56,17 @@ def token_arrays(tokenized: Dataset) -> tuple[np.ndarray, np.ndarray]:
     return lists.flatten().to_numpy(), offsets - offsets[0]
 
 
-def chars_per_token(texts: Dataset, tokenized: Dataset) -> float:
-    """Characters per token of a split, for bits per character.
-
-    Examples count as joined by one separator character, encoded as one token (the EOS of
-    packed decoder data); so bpc = loss_per_token / ln 2 / chars_per_token.
-    """
+def text_counts(texts: Dataset, tokenized: Dataset) -> tuple[int, int]:
+    """(characters, tokens) of a split, examples counted as joined by one separator character
+    encoded as one token (the EOS of packed decoder data)."""
     n = len(texts)
     chars = pc.sum(pc.utf8_length(texts.data.column("text"))).as_py() or 0
     tokens = pc.sum(pc.list_value_length(tokenized.data.column("input_ids"))).as_py() or 0
-    return (chars + n) / (tokens + n)
+    return chars + n, tokens + n
+
+
+def chars_per_token(texts: Dataset, tokenized: Dataset) -> float:
+    """Characters per token of a split, for bits per character: bpc = loss_per_token / ln 2 /
+    chars_per_token (see ``text_counts``)."""
+    chars, tokens = text_counts(texts, tokenized)
+    return chars / tokens

@@ -33,3 +33,8 @@ class Interrupted(Exception):
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.exit_code = 128 + signum
+
+
+class SweepConflict(Exception):
+    """A sweep re-run in a directory whose job ran other settings: the sweep stops rather than
+    report old results under new values or overwrite them."""

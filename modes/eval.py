@@ -1,8 +1,14 @@
 """``mode=eval``: score a checkpoint, a run directory or every run of a sweep directory.
 
-Each checkpoint is scored on its own run's data (``data.split``: validation or test) unless
-the command line names other data (``data=...`` or ``data.*``). The table is printed and
-written to ``eval.json`` beside the checkpoint (or in the sweep directory).
+Without data on the command line, each checkpoint is scored on its own run's split
+(``data.split``: validation or test). With data on it (``data=...``, ``data.path=...``,
+``data.name=...``: where text comes from), all of that text is scored, nothing carved off.
+A decoder reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``;
+an encoder's masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
+
+Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
+beside the checkpoint (or in the sweep directory); running the same evaluation again
+replaces its own record and keeps every other.
 """
 
 from __future__ import annotations
@@ -16,15 +22,44 @@ from typing import Any
 import lightning as L
 
 from conf.schema import Settings
+from data.cache import stable_hash, write_text_atomically
+from data.collate import IGNORE_INDEX
 from data.config import DataConfig
+from data.corpus import corpus_key, source_name, whole_key
 from data.datamodule import prepared_datamodule
-from modes.report import format_value, markdown_table, natural_key
+from data.examples import StridedWindows, check_stride
+from data.tokenize import text_counts
+from modes.report import format_value, markdown_table, natural_key, read_metrics
+from modes.summary import (
+    REPLICATE_KEY,
+    configuration_rows,
+    configuration_table,
+    group_runs,
+    swept_keys,
+)
 from training.checkpoint import check_no_model_overrides, read_checkpoint
 from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
 
-COLUMNS = ("checkpoint", "arch", "split", "loss", "ppl", "bpc", "acc", "step")
+RESULTS_FILE = "eval.jsonl"
+COLUMNS = (
+    "checkpoint",
+    "step",
+    "data",
+    "split",
+    "stride",
+    "tokens_scored",
+    "loss",
+    "ppl",
+    "bpc",
+    "acc",
+)
 METRICS = ("loss", "ppl", "bpc", "acc")
+# What makes two records the same evaluation: a re-run replaces the record that matches.
+IDENTITY = ("checkpoint", "data", "data_fingerprint", "split", "stride", "mask_seed")
+# The data.* keys that say where text comes from: on an eval command line they name the
+# text to score, whole.
+SOURCE_KEYS = ("source", "path", "name", "config_name", "text_column", "example_unit")
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
@@ -33,10 +68,26 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     check_no_model_overrides(settings, checkpoints[0])
     rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
     print(markdown_table(COLUMNS, [{c: format_value(r.get(c)) for c in COLUMNS} for r in rows]))
-    out = (target if target.is_dir() else target.parent) / "eval.json"
-    out.write_text(json.dumps(rows if target.is_dir() else rows[0], indent=2))
+    results: dict[str, Any] = {"results": rows}
+    if len(rows) > 1:  # a sweep: its configurations, seeds as replicates
+        results["configurations"] = by_configuration(rows)
+        print(results["configurations"])
+    out = record_results((target if target.is_dir() else target.parent) / RESULTS_FILE, rows)
     print(f"wrote {out}")
-    return {"results": rows, "eval_json": str(out)}
+    return {**results, "eval_jsonl": str(out)}
+
+
+def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
+    """The evaluated loss of a sweep's runs grouped as the sweep summary groups them (by
+    every swept key but the seed; modes/summary.py), as a markdown table."""
+    runs = []
+    for row in rows:
+        stored = read_metrics(Path(row["checkpoint"]).parent.parent) or {}
+        runs.append({"overrides": stored.get("overrides", {}), "status": "completed", **row})
+    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
+    configs = group_runs(runs, keys, metric="loss")
+    others = [m for m in METRICS if m != "loss"]
+    return configuration_table(configs, configuration_rows(configs, others), others)
 
 
 def checkpoints_to_evaluate(target: Path) -> list[Path]:
@@ -66,20 +117,37 @@ def checkpoints_to_evaluate(target: Path) -> list[Path]:
 def evaluate_checkpoint(
     ckpt: Path, settings: Settings, callbacks: Sequence[L.Callback] = ()
 ) -> dict[str, Any]:
+    """Score one checkpoint; returns its record."""
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
-    model_config = hparams["model_config"]
-    data_config = _data_to_evaluate(DataConfig(**hparams["data_config"]), settings)
+    arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
+    stride = _stride(settings.eval.stride, arch, window)
+    data_config, whole = _data_to_evaluate(DataConfig(**hparams["data_config"]), settings)
     split = data_config.split
     datamodule = prepared_datamodule(
         data_config,
-        model_config["arch"],
-        model_config["max_seq_len"],
-        seed=settings.job.seed,
+        arch,
+        window,
+        seed=settings.job.seed,  # the encoder's masks: fixed by the seed, not by chance
         stage="validate" if split == "validation" else "test",
         tokenizer_json=hparams["tokenizer_json"],
+        whole=whole,
+        eval_stride=stride,
     )
-    # bpc divides by the characters per token of the data evaluated, not of the training run.
+    dataset = datamodule.dataset(split)
+    prepared = datamodule.prepared
+    characters, tokens = text_counts(prepared.corpus[split], prepared.tokenized[split])
+    if len(dataset) == 0:
+        raise ValueError(
+            f"the data {source_name(data_config)} has {tokens} tokens, too few to fill one window "
+            f"of max_seq_len + 1 = {window + 1} tokens; give more text"
+        )
+    if isinstance(dataset, StridedWindows):
+        scored = dataset.num_scored
+    else:  # the encoder scores its masked tokens: count them as the loader draws them
+        loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
+        scored = sum(int((batch["labels"] != IGNORE_INDEX).sum()) for batch in loader)
+    # bpc divides by the characters per token of the text scored, not of the training run.
     task = task_from_hparams(hparams, chars_per_token=datamodule.chars_per_token)
     task.load_state_dict(checkpoint["state_dict"])
     trainer = evaluation_trainer(settings, callbacks)
@@ -89,22 +157,68 @@ def evaluate_checkpoint(
     else:
         results = trainer.test(task, datamodule=datamodule, verbose=False)[0]
         stage = "test"
+    metrics = {m: float(results[f"{stage}/{m}"]) for m in METRICS if f"{stage}/{m}" in results}
     return {
-        "checkpoint": str(ckpt),
-        "arch": model_config["arch"],
-        "split": split,
+        "checkpoint": str(ckpt.resolve()),
         "step": int(checkpoint.get("global_step", 0)),
-        **{m: float(results[f"{stage}/{m}"]) for m in METRICS if f"{stage}/{m}" in results},
+        "arch": arch,
+        "data": source_name(data_config),
+        "data_fingerprint": whole_key(data_config) if whole else corpus_key(data_config),
+        "split": "all" if whole and data_config.source != "hub" else split,
+        "stride": stride,
+        "mask_seed": settings.job.seed if arch == "encoder" else None,
+        "tokens": tokens,
+        "tokens_scored": scored,
+        "characters": characters,
+        **metrics,
     }
 
 
-def _data_to_evaluate(trained: DataConfig, settings: Settings) -> DataConfig:
-    """The run's own data, unless the command line names other data (``data=...``), with the
-    ``data.*`` keys the command line changes (``data.split`` always)."""
+def _data_to_evaluate(trained: DataConfig, settings: Settings) -> tuple[DataConfig, bool]:
+    """The data to score, and whether to score it whole.
+
+    The run's own split, unless the command line says where text comes from (``data=...``
+    or a ``data.*`` source key): then that text, whole. Other ``data.*`` keys on the command
+    line (``data.split`` always) change the run's data config.
+    """
     if "data" in settings.overrides:
-        return settings.data
-    changed = {
-        key: getattr(settings.data, key)
-        for key in (k.removeprefix("data.") for k in settings.overrides if k.startswith("data."))
-    }
-    return replace(trained, **{"split": settings.data.split, **changed})
+        return settings.data, True
+    asked = [k.removeprefix("data.") for k in settings.overrides if k.startswith("data.")]
+    changed = {key: getattr(settings.data, key) for key in asked}
+    if "path" in changed and "source" not in changed:
+        changed["source"] = "files"  # data.path=FILE alone means that file
+    return replace(trained, **{"split": settings.data.split, **changed}), any(
+        key in SOURCE_KEYS for key in asked
+    )
+
+
+def _stride(stride: int | None, arch: str, window: int) -> int | None:
+    if arch == "encoder":
+        if stride is not None:
+            raise ValueError(
+                f"eval.stride={stride} is for decoders; an encoder scores each example whole "
+                "(drop eval.stride)"
+            )
+        return None
+    stride = window if stride is None else stride
+    check_stride(stride, window)
+    return stride
+
+
+def record_results(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Append ``rows`` to the JSON-lines file ``path``, dropping the earlier records of the
+    same evaluations (same ``IDENTITY``); other records stay, in their order."""
+    new = {_identity(row) for row in rows}
+    kept = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                if _identity(record) not in new:
+                    kept.append(record)
+    lines = [json.dumps(r) for r in [*kept, *rows]]
+    return write_text_atomically(path, "\n".join(lines) + "\n")
+
+
+def _identity(record: dict[str, Any]) -> str:
+    return stable_hash(*(record.get(key) for key in IDENTITY))

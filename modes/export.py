@@ -1,5 +1,10 @@
-"""``mode=export``: a checkpoint's weights as ``NAME.safetensors`` beside it, with the model
-config and the tokenizer in the file's metadata."""
+"""``mode=export``: a checkpoint's network outside tinylm's training code.
+
+``export.format=safetensors`` (default) writes ``NAME.safetensors`` beside the checkpoint,
+with the model config and the tokenizer in the file's metadata; ``export.format=hf`` writes a
+folder ``NAME-hf`` that Hugging Face ``transformers`` loads on its own (``training.hf_export``).
+``export.path`` puts either elsewhere; an existing output needs ``export.overwrite=true``.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from conf.schema import Settings
-from training.checkpoint import check_no_model_overrides, export_safetensors
+from training.checkpoint import check_no_model_overrides, check_output_free, export_safetensors
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     ckpt = Path(settings.job.ckpt_path)
+    export = settings.export
+    if export.path:
+        out = Path(export.path)
+    elif export.format == "hf":
+        out = ckpt.with_name(f"{ckpt.stem}-hf")
+    else:
+        out = ckpt.with_suffix(".safetensors")
+    check_output_free(out, export.overwrite)  # before any work: say it now
     check_no_model_overrides(settings, ckpt)
-    out = export_safetensors(ckpt, ckpt.with_suffix(".safetensors"))
+    if export.format == "hf":
+        from training.hf_export import export_hf  # imports transformers: only when asked
+
+        out = export_hf(ckpt, out, overwrite=export.overwrite)
+    else:
+        out = export_safetensors(ckpt, out)
     print(f"wrote {out}")
-    return {"safetensors": str(out)}
+    return {export.format: str(out)}

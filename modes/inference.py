@@ -81,7 +81,7 @@ def fill_mask_text(model: Encoder, tokenizer: Tokenizer, prompt: str | None) -> 
     if specials.mask not in prompt:
         raise ValueError(
             f"prompt={prompt!r} has no {specials.mask} token to fill; an encoder fills masks, "
-            f"e.g. 'prompt=\"The {specials.mask} is returned.\"' (quoted whole for Hydra)"
+            f'e.g. prompt="The {specials.mask} is returned."'
         )
     # The encoder was trained on [CLS] ... [SEP] examples; the tokenizer adds neither.
     ids = [specials.cls_id, *tokenizer.encode(prompt).ids, specials.sep_id]

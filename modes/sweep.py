@@ -7,17 +7,26 @@ every start, single runs included.
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from conf.schema import parallel_jobs
+
 
 class SweepSummary(Callback):
     """At the end of a multirun: summary.csv, summary.md and the heatmap at the sweep root."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            check_launcher(config.hydra.launcher)
+        except ValueError as err:  # before any job starts: one line, no traceback
+            print(f"tinylm: error: {err}", file=sys.stderr)
+            raise SystemExit(1) from None
         sweep_dir = config.hydra.sweep.dir
         print(
             f"tinylm: sweep directory {sweep_dir}; if the sweep is interrupted, re-run the "
@@ -26,7 +35,19 @@ class SweepSummary(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from modes.report import write_sweep_summary  # matplotlib: only when a sweep ends
+        from modes.summary import write_sweep_summary  # matplotlib: only when a sweep ends
 
         for path in write_sweep_summary(Path(config.hydra.sweep.dir)):
             print(f"tinylm: wrote {path}")
+
+
+def check_launcher(launcher: DictConfig) -> None:
+    """What a launcher needs, checked before it starts any job: a positive number of parallel
+    jobs (joblib), ``sbatch`` on this machine (SLURM)."""
+    parallel_jobs(launcher)
+    if str(launcher.get("_target_", "")).endswith("SlurmLauncher") and not shutil.which("sbatch"):
+        raise ValueError(
+            "hydra/launcher=slurm submits jobs with sbatch, which is not on this machine: run "
+            "the sweep on the cluster's login node, or here with hydra/launcher=submitit_local "
+            "or hydra/launcher=joblib"
+        )

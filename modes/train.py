@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.tokenizer import save_tokenizer
 from models.transformer import Decoder, Encoder
-from modes import Interrupted
+from modes import Interrupted, SweepConflict
 from modes.inference import sample_text
 from modes.report import read_metrics, write_metrics
 from training.callbacks import SaveOnInterrupt
@@ -33,10 +34,11 @@ HEADLINE = ("best_val_loss", "val_loss", "val_ppl", "val_bpc", "val_acc", "token
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    started_at = time.time()
     out_dir = Path(settings.job.output_dir)
     resume = settings.job.ckpt_path
     if settings.sweep_dir is not None:
-        done, resume = _sweep_job_state(out_dir, resume)
+        done, resume = _sweep_job_state(out_dir, resume, settings.overrides)
         if done is not None:
             return done
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
@@ -96,7 +98,12 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         "val_acc": last.get("val/acc"),
         "tokens_per_sec": task.tokens_per_sec(),
         "train_seconds": train_seconds,
+        # When and how the job ran: parallel sweep jobs overlap, each on its share of threads.
+        "started_at": started_at,
+        "finished_at": time.time(),
+        "threads": torch.get_num_threads(),
         "best_ckpt": checkpointing.best_model_path,
+        "val_curve": task.val_curve,
         "overrides": settings.overrides,
         "config": {f"model.{k}": v for k, v in model_config.to_dict().items()},
         **counts,
@@ -155,11 +162,20 @@ def _fit(
         ) from err
 
 
-def _sweep_job_state(out_dir: Path, resume: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    """A sweep job re-run in the same sweep directory: skip it when it completed (returning
-    its stored metrics), resume it from checkpoints/last.ckpt when it got that far."""
+def _sweep_job_state(
+    out_dir: Path, resume: str | None, overrides: dict[str, str]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A sweep job in a directory that may hold an earlier run of it: skip it when that run
+    completed (returning its stored metrics), resume it from checkpoints/last.ckpt when it got
+    that far; refuse when the earlier run had other settings. A job without a record leaves a
+    "running" one, so that even a job killed before its first checkpoint is recognised."""
     stored = read_metrics(out_dir)
-    if stored and stored.get("status") == "completed":
+    if stored is None:
+        if global_rank() == 0:
+            write_metrics(out_dir, {"status": "running", "overrides": overrides})
+    else:
+        _check_same_job(out_dir, stored.get("overrides", {}), overrides)
+    if stored is not None and stored.get("status") == "completed":
         print(
             f"tinylm: {out_dir} already completed, skipping it (delete that directory to "
             "train it again from scratch)"
@@ -170,6 +186,17 @@ def _sweep_job_state(out_dir: Path, resume: str | None) -> tuple[dict[str, Any] 
         print(f"tinylm: resuming the unfinished job in {out_dir} from {last}")
         return None, str(last)
     return None, resume
+
+
+def _check_same_job(out_dir: Path, stored: dict[str, str], requested: dict[str, str]) -> None:
+    differ = sorted(k for k in {*stored, *requested} if stored.get(k) != requested.get(k))
+    if differ:
+        pairs = ", ".join(f"{k}={requested.get(k)} (there: {stored.get(k)})" for k in differ)
+        raise SweepConflict(
+            f"{out_dir} holds a job with other settings: {pairs}. A sweep re-run in its own "
+            "directory needs the same command; for new values, leave out hydra.sweep.dir (or "
+            "give a new one)"
+        )
 
 
 def _final_report(

@@ -54,6 +54,37 @@ def offline_environment(tmp_path_factory: pytest.TempPathFactory) -> None:
             os.environ[key] = value
 
 
+def compose_config(*overrides: str) -> DictConfig:
+    """The real config tree with the tiny overrides, then ``overrides``."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=[*TINY, *overrides])
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A decoder and an encoder trained a few steps on the built-in corpus, with a context of
+    64 tokens; arch -> checkpoints/last.ckpt. Tests may write beside them (exports,
+    attention.png), never over them."""
+    from train import run
+
+    found = {}
+    for arch, model in (("decoder", "gpt"), ("encoder", "bert")):
+        out = tmp_path_factory.mktemp(arch) / "run"
+        run(
+            compose_config(
+                f"model={model}",
+                *TINY[1:5],  # model=... resets the model keys: the tiny ones again
+                "model.max_seq_len=64",
+                "trainer.max_steps=12",
+                "trainer.val_check_interval=12",
+                "trainer.limit_val_batches=1",
+                f"output_dir={out}",
+            )
+        )
+        found[arch] = out / "checkpoints" / "last.ckpt"
+    return found
+
+
 @pytest.fixture
 def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
     """Compose the real config tree with the tiny overrides, writing into tmp_path/run."""

@@ -1,4 +1,7 @@
-"""The three seed designs (shared/seeds/000, 003, 004), rewritten in their own formulation.
+"""The three reference designs tinylm's attention unifies, each in its own formulation: 000, a
+BERT-style fused-QKV self-attention with a [B, T] padding mask; 003, a cross-attention with
+separate Q/K/V/O projections that returns its probabilities; 004, a GPT-style causal attention
+with d_in != d_out.
 
 tests/test_attention.py copies their weights into ``MultiHeadAttention`` and compares outputs;
 bench/attention.py times seed 000 as the naive baseline.

@@ -1,9 +1,9 @@
 """Tests for models/attention.py: seed references, SDPA vs plain path, masks, dropout, KV cache.
 
-Each seed design (shared/seeds/000, 003, 004) is rewritten here in its own formulation, its
-weights are copied into our module, and the outputs must agree in the seed's own setting.
+Each of the three reference designs the module unifies (tests/seed_references.py) has its
+weights copied into our module, and the outputs must agree in the design's own setting.
 Everything else compares our two paths (SDPA and the explicit softmax that ``need_weights``
-takes) and checks the mask invariants DESIGN.md lists.
+takes) and checks the invariants of the mask convention (ARCHITECTURE.md).
 """
 
 from __future__ import annotations

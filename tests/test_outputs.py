@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from modes.attention import attention_figure
-from modes.report import heatmap_grid, write_sweep_summary
+from modes.summary import group_runs, heatmap_cells, write_sweep_summary
 from tests.test_models import tiny_model
 
 HEADS, DROPOUTS = ("1", "2", "3", "4"), ("0.0", "0.1", "0.2")
@@ -56,12 +56,13 @@ def _markdown_rows(text: str) -> tuple[list[str], list[list[str]]]:
     return header, [[c.strip() for c in line] for line in lines[2:]]
 
 
-def test_summary_columns_order_and_values(sweep) -> None:
+def test_runs_table_columns_order_and_values(sweep) -> None:
     sweep_dir, jobs = sweep
     written = write_sweep_summary(sweep_dir)
-    assert [p.name for p in written] == ["summary.csv", "summary.md", "heatmap_val_loss.png"]
-    # The README's columns: run, the swept keys, heads, dropout (swept here), parameters,
-    # best validation loss, validation perplexity, tokens/s, status, error.
+    names = ["summary.csv", "runs.csv", "summary.md", "heatmap_val_loss.png"]
+    assert [p.name for p in written] == names
+    # The README's columns: run, the swept keys (heads and dropout here), parameters, best
+    # validation loss, validation perplexity and accuracy, tokens/s, status, error.
     columns = [
         "run",
         "model.num_heads",
@@ -69,11 +70,12 @@ def test_summary_columns_order_and_values(sweep) -> None:
         "params",
         "best_val_loss",
         "val_ppl",
+        "val_acc",
         "tokens_per_sec",
         "status",
         "error",
     ]
-    with open(sweep_dir / "summary.csv") as f:
+    with open(sweep_dir / "runs.csv") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
     assert reader.fieldnames == columns
@@ -96,24 +98,29 @@ def test_summary_columns_order_and_values(sweep) -> None:
         assert float(row["val_ppl"]) == pytest.approx(job["val_ppl"], rel=5e-4)
         assert float(row["tokens_per_sec"]) == pytest.approx(job["tokens_per_sec"], abs=0.5)
 
-    header, md_rows = _markdown_rows((sweep_dir / "summary.md").read_text())
+    runs_section = (sweep_dir / "summary.md").read_text().split("## Runs")[1]
+    header, md_rows = _markdown_rows(runs_section)
     assert header == columns
     assert md_rows == [[r[c] for c in columns] for r in rows]  # the same table
 
 
-def test_heatmap_grid_holds_the_best_loss_per_cell_and_marks_failures(sweep) -> None:
+def _cells(runs: list[dict[str, Any]], keys: list[str], all_keys: list[str] | None = None):
+    return heatmap_cells(group_runs(runs, all_keys or keys), keys)
+
+
+def test_heatmap_cells_hold_each_configuration_and_mark_failures(sweep) -> None:
     sweep_dir, jobs = sweep
     runs = [{"run": name, **metrics} for name, metrics in jobs.items()]
-    grid = heatmap_grid(runs, ["model.num_heads", "model.dropout"])
-    assert (grid.row_key, grid.col_key) == ("model.num_heads", "model.dropout")
-    assert (grid.row_values, grid.col_values) == (list(HEADS), list(DROPOUTS))
+    keys = ["model.num_heads", "model.dropout"]
+    row_values, col_values, cells = _cells(runs, keys)
+    assert (row_values, col_values) == (list(HEADS), list(DROPOUTS))
     for metrics in jobs.values():
         i = HEADS.index(metrics["overrides"]["model.num_heads"])
         j = DROPOUTS.index(metrics["overrides"]["model.dropout"])
         if metrics["status"] == "failed":
-            assert grid.failed[i][j] and math.isnan(grid.losses[i][j])
+            assert cells[i][j].failed == 1 and cells[i][j].mean is None
         else:
-            assert not grid.failed[i][j] and grid.losses[i][j] == metrics["best_val_loss"]
+            assert cells[i][j].failed == 0 and cells[i][j].mean == metrics["best_val_loss"]
 
 
 def test_heatmap_cell_is_the_best_over_a_third_swept_key() -> None:
@@ -128,15 +135,18 @@ def test_heatmap_cell_is_the_best_over_a_third_swept_key() -> None:
         job("2", "3e-3", 4.5),
         job("2", "1e-2", None, "interrupted"),
     ]
-    grid = heatmap_grid(runs, ["model.num_heads", "optim.lr"])
-    assert grid.row_values == ["2", "10"] and grid.col_values == ["1e-3", "3e-3", "1e-2"]
-    assert grid.losses[1][:2] == [4.0, 3.5] and grid.losses[0][1] == 4.5
-    assert grid.failed == [[True, False, False], [False, False, False]]
-    # An interrupted job is neither a loss nor a failure: an empty cell.
-    assert math.isnan(grid.losses[0][2]) and not grid.failed[0][2]
-    # One swept key: a single column, the best over the other keys.
-    single = heatmap_grid(runs, ["model.num_heads"])
-    assert single.col_values == [""] and single.losses == [[4.5], [3.5]]
+    rows, cols, cells = _cells(runs, ["model.num_heads", "optim.lr"])
+    assert rows == ["2", "10"] and cols == ["1e-3", "3e-3", "1e-2"]
+    assert [c.mean for c in cells[1][:2]] == [4.0, 3.5] and cells[0][1].mean == 4.5
+    assert [[c is not None and c.failed > 0 for c in row] for row in cells] == [
+        [True, False, False],
+        [False, False, False],
+    ]
+    # An interrupted job is neither a loss nor a failure: a cell without a value.
+    assert cells[0][2].mean is None and cells[0][2].failed == 0
+    # One swept key: a single column, the best configuration over the other key.
+    _, single_cols, single = _cells(runs, ["model.num_heads"], ["model.num_heads", "optim.lr"])
+    assert single_cols == [""] and [row[0].mean for row in single] == [4.5, 3.5]
 
 
 def test_attention_figure_is_layers_by_heads_of_the_maps() -> None:

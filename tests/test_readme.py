@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tests.conftest import ROOT
+from train import verbatim_prompt
 
 
 def _readme_commands() -> list[str]:
@@ -50,7 +51,7 @@ def test_readme_has_the_promised_commands() -> None:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_parses_and_composes(command: str) -> None:
     argv = shlex.split(command.split("  #")[0])
-    overrides = argv[argv.index("train.py") + 1 :]
+    overrides = verbatim_prompt(argv[argv.index("train.py") + 1 :])  # as train.py does
     multirun = "-m" in overrides
     overrides = [o for o in overrides if o != "-m"]
     parsed = OverridesParser.create().parse_overrides(overrides)  # raises on bad grammar

@@ -265,7 +265,7 @@ CONFIG_ERRORS = [
     (["trainer.precision=8"], r"trainer.precision=8 is not one of"),
     (["optim.lr=0"], r"optim.lr=0(\.0)? must be > 0"),
     (["optim.beta1=1.0"], r"optim.beta1=1.0 must be in \[0, 1\)"),
-    (["logger.kind=tensorboard"], r"logger=tensorboard is unknown"),
+    (["logger.kind=mlflow"], r"logger=mlflow is unknown; choose logger=wandb, tensorboard"),
     (["mode=fly"], r"mode=fly is unknown; choose one of train, eval, generate"),
     (["mode=eval"], r"mode=eval needs a checkpoint"),
     (["top_p=1.5"], r"top_p=1.5 must be in \(0, 1\]"),
@@ -516,7 +516,7 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     assert (sweep / "0" / "metrics.json").stat().st_mtime_ns == stamp  # untouched
     resumed = json.loads((sweep / "1" / "metrics.json").read_text())
     assert resumed["status"] == "completed" and resumed["step"] == 10
-    with open(sweep / "summary.csv") as f:
+    with open(sweep / "runs.csv") as f:
         rows = {r["run"]: r for r in csv.DictReader(f)}
     assert [rows[k]["status"] for k in ("0", "1")] == ["completed", "completed"]
     assert float(rows["0"]["best_val_loss"]) == pytest.approx(done["best_val_loss"], rel=1e-3)
@@ -618,7 +618,7 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("Launching 2 jobs") == 1  # the sweep ran once, not per rank
-    with open(sweep / "summary.csv") as f:
+    with open(sweep / "runs.csv") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["completed", "completed"]
     assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
 

@@ -130,13 +130,14 @@ def test_resume_continues_at_saved_step(gpt_run: tuple[Path, dict], make_cfg) ->
     assert min(steps) >= 30, steps  # nothing before the saved step was trained again
 
 
-def test_eval_writes_eval_json(gpt_run: tuple[Path, dict], make_cfg, tmp_path: Path) -> None:
+def test_eval_writes_eval_jsonl(gpt_run: tuple[Path, dict], make_cfg, tmp_path: Path) -> None:
     out = _copy_of(gpt_run[0], tmp_path)
     best = out / "checkpoints/best.ckpt"
     result = run(make_cfg("mode=eval", f"ckpt_path={best}"))
     row = result["results"][0]
     assert row["split"] == "validation" and row["loss"] > 0
-    assert json.loads((best.parent / "eval.json").read_text())["loss"] == pytest.approx(row["loss"])
+    last = json.loads((best.parent / "eval.jsonl").read_text().splitlines()[-1])
+    assert last["loss"] == pytest.approx(row["loss"])
     test_row = run(make_cfg("mode=eval", f"ckpt_path={best}", "data.split=test"))["results"][0]
     assert test_row["split"] == "test" and test_row["loss"] != row["loss"]
 
@@ -224,7 +225,7 @@ def test_multirun_sweep_writes_summary_with_failed_run(
     ]
     proc = _train_py("-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(sweep / "summary.csv") as f:
+    with open(sweep / "runs.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
     by_heads = {(r["model.num_heads"], r["model.dropout"]): r for r in rows}
@@ -249,14 +250,20 @@ def test_multirun_sweep_writes_summary_with_failed_run(
         assert config["settings"]["model"]["num_heads"] == 2
         assert config["settings"]["model"]["dropout"] == float(dropout)
         assert config["settings"]["logger"]["mode"] == "offline"
-    assert "| run |" in (sweep / "summary.md").read_text()
+    with open(sweep / "summary.csv") as f:  # one row per configuration
+        configs = {(r["model.num_heads"], r["model.dropout"]): r for r in csv.DictReader(f)}
+    for dropout in ("0.0", "0.1"):
+        assert (configs[("2", dropout)]["n"], configs[("2", dropout)]["failed"]) == ("1", "0")
+        assert (configs[("3", dropout)]["n"], configs[("3", dropout)]["failed"]) == ("0", "1")
+    summary = (sweep / "summary.md").read_text()
+    assert "## Configurations" in summary and "## Runs" in summary
     assert (sweep / "heatmap_val_loss.png").read_bytes()[:4] == b"\x89PNG"
     # Each run has its own directory and checkpoints.
     assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
     # mode=eval on the sweep directory evaluates every run's best checkpoint into one table.
     rows = run(make_cfg("mode=eval", f"ckpt_path={sweep}"))["results"]
     assert [Path(r["checkpoint"]).parts[-3] for r in rows] == ["0", "1"]
-    assert json.loads((sweep / "eval.json").read_text()) == rows
+    assert [json.loads(line) for line in (sweep / "eval.jsonl").read_text().splitlines()] == rows
 
 
 def test_wandb_offline_run_touches_no_network(make_cfg, monkeypatch) -> None:
@@ -301,7 +308,8 @@ def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: 
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads((best.parent / "eval.json").read_text())["split"] == "test"
+    last = json.loads((best.parent / "eval.jsonl").read_text().splitlines()[-1])
+    assert last["split"] == "test"
 
 
 @pytest.mark.parametrize(

@@ -103,9 +103,15 @@ def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
         )
 
 
+# What a scheduler sends before it stops a job: SLURM's --signal (SIGUSR1 by convention) and
+# submitit's time-limit and pre-emption signal (SIGUSR2).
+PREEMPTION_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+
+
 class SaveOnInterrupt(L.Callback):
-    """SIGTERM or SIGINT (Ctrl-C) stops training after the current step and saves a
-    resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG states).
+    """SIGTERM, SIGINT (Ctrl-C), SIGUSR1 or SIGUSR2 stops training after the current step and
+    saves a resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG
+    states).
 
     Builds on Lightning's SIGTERM handling: once ``trainer.received_sigterm`` is set, the loop
     raises ``SIGTERMException`` at the end of the step; ``on_exception`` then saves. Ctrl-C is
@@ -119,6 +125,10 @@ class SaveOnInterrupt(L.Callback):
     rank was in): both hung in a test. So our handler replaces Lightning's and, under DDP,
     only notes the signal; at the end of every step the ranks agree (one all-reduce) whether
     any of them got one, and all raise the flag together.
+
+    After a pre-emption signal (SIGUSR1, SIGUSR2) is saved for, the handler that was there
+    before ours runs: under submitit or Lightning's SLURM environment, that is the one that
+    requeues the job (which then resumes from the saved checkpoint).
     """
 
     def __init__(self, save_path: str | Path) -> None:
@@ -127,6 +137,7 @@ class SaveOnInterrupt(L.Callback):
         self.saved: Path | None = None
         self.step: int | None = None
         self._trainer: L.Trainer | None = None
+        self._previous: dict[int, Any] = {}  # the handlers ours replaced
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Lightning registered its SIGTERM handler just before; ours replaces it. Lightning's
@@ -134,7 +145,8 @@ class SaveOnInterrupt(L.Callback):
         if threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, *PREEMPTION_SIGNALS):
+            self._previous[signum] = signal.getsignal(signum)
             signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -169,3 +181,6 @@ class SaveOnInterrupt(L.Callback):
         trainer.save_checkpoint(self.save_path)  # every rank: it holds a barrier
         self.saved = self.save_path
         self.step = trainer.global_step
+        requeue = self._previous.get(self.signal)
+        if self.signal in PREEMPTION_SIGNALS and callable(requeue):
+            requeue(self.signal, None)

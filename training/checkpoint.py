@@ -119,6 +119,16 @@ def check_tokenizer_fits(tokenizer_json: str, config: ModelConfig, where: Any) -
         )
 
 
+def check_output_free(out: Path, overwrite: bool) -> None:
+    """An existing export output is refused unless ``export.overwrite=true``: nothing saved
+    is lost by accident."""
+    if out.exists() and not overwrite:
+        raise FileExistsError(
+            f"{out} already exists; pass export.overwrite=true to replace it, or "
+            "export.path=ANOTHER to write elsewhere"
+        )
+
+
 def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
     """Write a checkpoint's network weights as ``safetensors`` (the configs go in metadata)."""
     from safetensors.torch import save_model

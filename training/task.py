@@ -83,6 +83,9 @@ class LanguageModelTask(L.LightningModule):
         self._tokens_total = 0
         self._seconds_total = 0.0
         self._pending_rng_states: dict[str, Any] | None = None
+        # [step, validation loss] of every validation during training, carried through
+        # checkpoints so that a resumed run's curve is whole (sweep summaries plot it).
+        self.val_curve: list[list[float]] = []
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         return self.model(input_ids, attention_mask=attention_mask)
@@ -121,9 +124,11 @@ class LanguageModelTask(L.LightningModule):
     # (not at load time: building the loaders' iterators draws from the RNG in between).
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = rng_states()
+        checkpoint["val_curve"] = [list(point) for point in self.val_curve]
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._pending_rng_states = checkpoint.get("rng_states")
+        self.val_curve = [list(point) for point in checkpoint.get("val_curve", [])]
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         if self._pending_rng_states is not None:
@@ -193,6 +198,8 @@ class LanguageModelTask(L.LightningModule):
             )
         # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
         # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
+        if stage == "val" and self.trainer.state.fn == TrainerFn.FITTING:
+            self.val_curve.append([self.global_step, float(loss)])
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
         self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), sync_dist=True)
         # Accuracy over the targets: the next token (decoder) or the masked token (encoder).

@@ -8,15 +8,18 @@ GPUs and nodes.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import lightning as L
+import torch
 from lightning.fabric.utilities.rank_zero import _get_rank
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
-from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
@@ -63,6 +66,7 @@ def training_trainer(
     if logger:
         all_callbacks.append(LearningRateMonitor(logging_interval="step"))
     kwargs = settings.trainer.trainer_kwargs()
+    kwargs["devices"] = _devices_of_this_job(settings)
     if kwargs["strategy"] == "ddp" and settings.sweep_dir is not None:
         # The ddp launcher re-runs this script with its command line, which under multirun
         # would re-run the whole sweep in every child; spawned workers run just this job.
@@ -76,6 +80,17 @@ def training_trainer(
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
+
+
+def _devices_of_this_job(settings: Settings) -> Any:
+    """``trainer.devices``; under a parallel sweep on a machine with several GPUs, a one-GPU
+    job k takes GPU k mod (number of GPUs), so the jobs spread over them."""
+    devices = settings.trainer.devices
+    gpus = torch.cuda.device_count()
+    on_gpu = settings.trainer.accelerator in ("gpu", "cuda", "auto") and gpus > 1
+    if settings.parallel_jobs > 1 and on_gpu and devices == 1:
+        return [settings.job_num % gpus]
+    return devices
 
 
 def evaluation_trainer(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> L.Trainer:
@@ -96,8 +111,17 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
     cfg = settings.logger
     if cfg.kind == "none":
         return None
+    name = settings.run_name()
     if cfg.kind == "csv":
         return CSVLogger(save_dir=out_dir, name="", version="csv")
+    if cfg.kind == "tensorboard":
+        # RUN_DIR/tensorboard/NAME: `tensorboard --logdir SWEEP_DIR` lists every job by name.
+        return TensorBoardLogger(
+            save_dir=out_dir,
+            name="tensorboard",
+            version=_directory_name(name or "run"),
+            default_hp_metric=False,
+        )
     group = cfg.group or (settings.sweep_dir.name if settings.sweep_dir else None)
     # WANDB_MODE in the environment wins over logger.mode; both default to offline.
     mode = os.environ.get("WANDB_MODE", cfg.mode)
@@ -106,16 +130,25 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
             "logger.mode=online needs a Weights & Biases account: run `wandb login` or set "
             "WANDB_API_KEY, or keep the default logger.mode=offline and `wandb sync` later"
         )
-    overrides = settings.overrides
     return WandbLogger(
         project=cfg.project,
         entity=cfg.entity,
         group=group,
         save_dir=str(out_dir),
-        name=",".join(f"{k}={v}" for k, v in overrides.items()) or None,
+        name=name,
         mode=mode,
-        config={"settings": settings.plain(), "overrides": overrides},
+        config={"settings": settings.plain(), "overrides": settings.overrides},
     )
+
+
+def _directory_name(name: str, limit: int = 200) -> str:
+    """``name`` as one directory name: "/" replaced, and a long one (many overrides) cut with
+    a digest of the whole, within the 255-byte limit of common filesystems."""
+    name = name.replace("/", "_")
+    if len(name.encode()) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name.encode()[: limit - 9].decode(errors='ignore')}-{digest}"
 
 
 def _wandb_logged_in() -> bool:
