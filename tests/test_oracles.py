@@ -20,7 +20,7 @@ from torch import nn
 
 from conf.schema import OptimConfig
 from data.config import DataConfig
-from data.corpus import load_corpus
+from data.corpus import load_corpus, load_whole
 from tests.conftest import ROOT, TINY
 from tests.test_models import tiny_config
 from train import run
@@ -53,31 +53,32 @@ def logged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, run(cfg)
 
 
-def _validation_recount(ckpt: Path, data: DataConfig | None = None) -> dict[str, float]:
-    """Bits per character and next-token accuracy of ``ckpt`` over the validation split of
-    ``data`` (default: its own run's), from the split's original text and the model's logits.
+def _recount(ckpt: Path, texts: list[str], overlap: int) -> dict[str, float]:
+    """Bits per character and next-token accuracy of ``ckpt`` over ``texts``, from the text
+    and the model's logits.
 
-    The text is read again, encoded document by document and joined into one stream with an
-    end-of-text token after each document (that token stands for the one separator character
-    between documents); the stream is cut into non-overlapping windows of max_seq_len + 1
-    tokens (the tail that fills no window is not scored), each window scoring its last
-    max_seq_len tokens given the ones before them. Bits per character: the mean -log2 p of
-    the scored tokens, times the tokens of the whole stream (what the scored tokens are a
-    sample of), over the characters of the text.
+    The texts are encoded one by one and joined into one stream with an end-of-text token
+    after each (that token stands for the one separator character between them). Windows of
+    max_seq_len + 1 tokens are cut from it, each starting ``max_seq_len + 1 - overlap``
+    tokens after the previous one, and score their max_seq_len targets given the tokens
+    before them; a tail that fills no window is not scored. ``overlap=0``: the blocks
+    training validates on; ``overlap=1``: mode=eval's windows, where each window's first
+    input is the previous one's last target, so every target from the second token on is
+    scored. Bits per character: the mean -log2 p of the scored tokens, times the tokens of
+    the whole stream (what the scored tokens are a sample of), over the characters.
     """
     loaded = load_checkpoint(ckpt)
     tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
     eos = tokenizer.token_to_id("<|endoftext|>")
-    data = data or DataConfig(**loaded.hparams["data_config"])
-    texts = load_corpus(data)[0]["validation"]["text"]
     stream: list[int] = []
     for text in texts:
         stream += [*tokenizer.encode(text, add_special_tokens=False).ids, eos]
     characters = sum(len(text) for text in texts) + len(texts)  # + one separator each
 
-    window = loaded.config.max_seq_len + 1
-    usable = len(stream) // window * window
-    windows = torch.tensor(stream[:usable]).view(-1, window)
+    length = loaded.config.max_seq_len + 1
+    step = length - overlap
+    starts = range(0, len(stream) - length + 1, step)
+    windows = torch.tensor([stream[start : start + length] for start in starts])
     bits, correct = 0.0, 0
     with torch.inference_mode():
         for chunk in windows.split(64):
@@ -86,40 +87,47 @@ def _validation_recount(ckpt: Path, data: DataConfig | None = None) -> dict[str,
             log_p = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1))
             bits -= log_p.sum().item() / math.log(2)
             correct += int((logits.argmax(-1) == targets).sum())
-    scored = windows.shape[0] * (window - 1)
+    scored = windows.shape[0] * (length - 1)
     return {"bpc": bits / scored * len(stream) / characters, "acc": correct / scored}
+
+
+def _validation_texts(ckpt: Path) -> list[str]:
+    data = DataConfig(**load_checkpoint(ckpt).hparams["data_config"])
+    return load_corpus(data)[0]["validation"]["text"]
 
 
 def test_bpc_and_accuracy_match_a_recount_from_the_logits(
     logged_run: tuple[Path, dict], make_cfg, tmp_path: Path
 ) -> None:
     out, metrics = logged_run
-    # A copy: mode=eval writes eval.json beside the checkpoint it scores.
+    # A copy: mode=eval writes its record beside the checkpoint it scores.
     ckpt = tmp_path / "last.ckpt"
     shutil.copy(out / "checkpoints" / "last.ckpt", ckpt)
-    expected = _validation_recount(ckpt)
-    assert 0 < expected["acc"] < 1 and expected["bpc"] > 0
+    texts = _validation_texts(ckpt)
+    # The last validation of training scored the same weights (last.ckpt) on the same split.
+    blocks = _recount(ckpt, texts, overlap=0)
+    assert 0 < blocks["acc"] < 1 and blocks["bpc"] > 0
+    assert metrics["step"] == MAX_STEPS
+    # float32 logits and a running mean over batches against a float64 sum: 1e-5 apart.
+    assert metrics["val_bpc"] == pytest.approx(blocks["bpc"], rel=1e-5)
+    assert metrics["val_acc"] == pytest.approx(blocks["acc"], rel=1e-6)
 
     evaluated = run(make_cfg("mode=eval", f"ckpt_path={ckpt}"))["results"][0]
-    # float32 logits and a running mean over batches against a float64 sum: 1e-5 apart.
-    assert evaluated["bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
-    assert evaluated["acc"] == pytest.approx(expected["acc"], rel=1e-6)
-    # The last validation of training scored the same weights (last.ckpt) on the same split.
-    assert metrics["step"] == MAX_STEPS
-    assert metrics["val_bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
-    assert metrics["val_acc"] == pytest.approx(expected["acc"], rel=1e-6)
+    windows = _recount(ckpt, texts, overlap=1)
+    assert evaluated["bpc"] == pytest.approx(windows["bpc"], rel=1e-5)
+    assert evaluated["acc"] == pytest.approx(windows["acc"], rel=1e-6)
 
 
 def test_eval_of_a_run_dir_on_other_data_counts_that_datas_characters(
     logged_run: tuple[Path, dict], make_cfg, tmp_path: Path
 ) -> None:
     """``ckpt_path=RUN_DIR`` scores its best checkpoint; ``data=text data.path=FILE`` scores
-    the file's validation split, tokenized by the checkpoint's tokenizer, and bits per
-    character count that text's characters. Through train.py: Hydra records the command
-    line's data overrides there (compose() records none)."""
+    all of the file, tokenized by the checkpoint's tokenizer, and bits per character count
+    that text's characters. Through train.py: Hydra records the command line's data
+    overrides there (compose() records none)."""
     from tests.test_train import _train_py
 
-    run_dir = Path(shutil.copytree(logged_run[0], tmp_path / "run"))  # eval.json lands here
+    run_dir = Path(shutil.copytree(logged_run[0], tmp_path / "run"))  # eval.jsonl lands here
     text = tmp_path / "other.txt"  # text the model was not trained on
     text.write_text((ROOT / "README.md").read_text())
     other = ["data=text", f"data.path={text}"]
@@ -127,10 +135,12 @@ def test_eval_of_a_run_dir_on_other_data_counts_that_datas_characters(
         "mode=eval", f"ckpt_path={run_dir}", *other, f"hydra.run.dir={tmp_path}", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (row,) = json.loads((run_dir / "eval.json").read_text())
+    (row,) = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert row["checkpoint"] == str(run_dir / "checkpoints" / "best.ckpt")
     data = DataConfig(**OmegaConf.to_container(make_cfg(*other).data, resolve=True))
-    expected = _validation_recount(run_dir / "checkpoints" / "best.ckpt", data)
+    texts = load_whole(data)[0][data.split]["text"]
+    expected = _recount(run_dir / "checkpoints" / "best.ckpt", texts, overlap=1)
+    assert row["characters"] == sum(len(t) for t in texts) + len(texts)
     assert row["bpc"] == pytest.approx(expected["bpc"], rel=1e-5)
     assert row["acc"] == pytest.approx(expected["acc"], rel=1e-6)
 
