@@ -125,13 +125,13 @@ def test_eval_of_a_run_dir_on_other_data_counts_that_datas_characters(
     all of the file, tokenized by the checkpoint's tokenizer, and bits per character count
     that text's characters. Through train.py: Hydra records the command line's data
     overrides there (compose() records none)."""
-    from tests.test_train import _train_py
+    from tests.conftest import train_py
 
     run_dir = Path(shutil.copytree(logged_run[0], tmp_path / "run"))  # eval.jsonl lands here
     text = tmp_path / "other.txt"  # text the model was not trained on
     text.write_text((ROOT / "README.md").read_text())
     other = ["data=text", f"data.path={text}"]
-    proc = _train_py(
+    proc = train_py(
         "mode=eval", f"ckpt_path={run_dir}", *other, f"hydra.run.dir={tmp_path}", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -10,15 +10,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from modes import Interrupted
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, train_py
 from tests.faults import NaNAtStep, SignalAtStep
 from train import run
 
@@ -52,35 +50,12 @@ def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum) ->
     assert resumed["best_val_loss"] == pytest.approx(full["best_val_loss"], abs=1e-6)
 
 
-def _train_py(
-    *args: str, cwd: Path, wrapper: str | None = None, timeout: int = 300, **env_vars: str
-) -> subprocess.CompletedProcess:
-    """The real entry point in a subprocess; ``wrapper`` is Python code run in place of
-    ``train.py`` that adds fault injectors (it ends by calling ``tests.faults.main_with``;
-    DDP children re-run it too)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
-    env.pop("TINYLM_DEBUG", None)
-    script = str(ROOT / "train.py")
-    if wrapper:
-        path = cwd / "train_with_faults.py"
-        path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
-        script = str(path)
-    return subprocess.run(
-        [sys.executable, script, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_ctrl_c_through_train_py_saves_and_exits_cleanly(tmp_path: Path) -> None:
     wrapper = (
         "import signal\nfrom tests.faults import SignalAtStep, main_with\n"
         "main_with(SignalAtStep(5, signal.SIGINT))\n"
     )
-    proc = _train_py(
+    proc = train_py(
         *TINY,
         "trainer.max_steps=20",
         f"hydra.run.dir={tmp_path / 'run'}",
@@ -335,7 +310,7 @@ CLI_ERRORS_SLOW = [
 )
 def test_train_py_prints_a_message_not_a_traceback(tmp_path, bad_files, overrides, message) -> None:
     overrides = [o.format(d=bad_files) for o in overrides]
-    proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    proc = train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 1
     assert message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -400,7 +375,7 @@ def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) ->
 def test_longer_context_than_the_position_table(tiny_ckpt, tmp_path, mode) -> None:
     # model.* on the command line of eval/generate would be ignored (the checkpoint decides):
     # a larger max_seq_len is refused, naming the table size.
-    proc = _train_py(
+    proc = train_py(
         *TINY,
         f"mode={mode}",
         f"ckpt_path={tiny_ckpt}",
@@ -500,7 +475,7 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     wrapper = (
         "from tests.faults import SignalInSweepJob, main_with\nmain_with(SignalInSweepJob(1, 7))\n"
     )
-    first = _train_py(*args, cwd=tmp_path, wrapper=wrapper)
+    first = train_py(*args, cwd=tmp_path, wrapper=wrapper)
     assert first.returncode == 143, first.stderr[-3000:]
     assert "Traceback" not in first.stderr
     assert f"hydra.sweep.dir={sweep}" in first.stdout  # the way back, printed at the start
@@ -509,7 +484,7 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     assert json.loads((sweep / "1" / "metrics.json").read_text())["status"] == "interrupted"
     stamp = (sweep / "0" / "metrics.json").stat().st_mtime_ns
 
-    second = _train_py(*args, cwd=tmp_path)
+    second = train_py(*args, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "already completed, skipping" in second.stdout
     assert "resuming the unfinished job" in second.stdout
@@ -538,11 +513,11 @@ def test_rerun_sweep_retrains_a_deleted_job_and_resumes_one_without_metrics(
         "model.dropout=0.0,0.1",
         f"hydra.sweep.dir={sweep}",
     ]
-    assert _train_py(*args, cwd=tmp_path).returncode == 0
+    assert train_py(*args, cwd=tmp_path).returncode == 0
     first = {job: json.loads((sweep / job / "metrics.json").read_text()) for job in ("0", "1")}
     shutil.rmtree(sweep / "0")
     (sweep / "1" / "metrics.json").unlink()
-    again = _train_py(*args, cwd=tmp_path)
+    again = train_py(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already completed, skipping" not in again.stdout
     assert again.stdout.count("resuming the unfinished job") == 1
@@ -576,7 +551,7 @@ def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> N
         f"count_tokenizer_training({str(counts)!r})\nmain_with()\n"
     )
     out = tmp_path / "run"
-    proc = _train_py(
+    proc = train_py(
         *TINY,
         *DDP,
         "logger=csv",
@@ -606,7 +581,7 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
     import csv
 
     sweep = tmp_path / "sweep"
-    proc = _train_py(
+    proc = train_py(
         "-m",
         *TINY,
         *DDP,
@@ -636,7 +611,7 @@ def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_togethe
             "from tests.faults import RecordFinalStep, SignalAtStep, main_with\n"
             f"main_with({injectors})\n"
         )
-        proc = _train_py(
+        proc = train_py(
             *TINY,
             *DDP,
             *RESUME,

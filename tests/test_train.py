@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from tokenizers import Tokenizer
 
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, train_py
 from train import run
 from training.checkpoint import load_checkpoint
 
@@ -158,21 +155,8 @@ def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg, tmp_path: 
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _train_py(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("TINYLM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_bad_override_prints_a_message_not_a_traceback(tmp_path: Path) -> None:
-    proc = _train_py(*TINY, "model.num_heads=3", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    proc = train_py(*TINY, "model.num_heads=3", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 1
     assert "valid head counts" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -223,7 +207,7 @@ def test_multirun_sweep_writes_summary_with_failed_run(
         "model.num_heads=2,3",
         "model.dropout=0.0,0.1",
     ]
-    proc = _train_py("-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    proc = train_py("-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(sweep / "runs.csv") as f:
         rows = list(csv.DictReader(f))
@@ -300,7 +284,7 @@ def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: 
     """Through train.py, where Hydra records the overrides (compose() records none)."""
     out = _copy_of(gpt_run[0], tmp_path)
     best = out / "checkpoints/best.ckpt"
-    proc = _train_py(
+    proc = train_py(
         "mode=eval",
         f"ckpt_path={best}",
         "data.split=test",
@@ -323,7 +307,7 @@ def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: 
 def test_more_bad_input_gives_one_message(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
-    proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    proc = train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert re.search(message, proc.stderr), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
