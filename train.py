@@ -25,6 +25,11 @@ from conf.schema import job_overrides, parse_settings, sweep_dir
 # Quiet, offline-safe defaults; the environment can still override each one.
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The checkout is the application (nothing of it is installed): the processes a launcher
+# starts to run a job (submitit's, here or on a SLURM node) import it from here, as this one.
+_ROOT = str(Path(__file__).resolve().parent)
+if _ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
 warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
@@ -66,7 +71,10 @@ def execute(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> float | None:
         metrics = run(cfg, callbacks)
     except modes.Interrupted as err:
         # Not a failed job: the user (or the scheduler) stops the run, and the sweep with it.
-        print(f"tinylm: {err}", file=sys.stderr)
+        from training.trainer import global_rank  # loaded already: training was under way
+
+        if global_rank() == 0:  # one line, not one per DDP rank
+            print(f"tinylm: {err}", file=sys.stderr)
         raise SystemExit(err.exit_code) from None
     except modes.SweepConflict as err:
         # Stops the whole sweep: recording it as this job's failure would overwrite the

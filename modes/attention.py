@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from conf.schema import Settings  # noqa: E402
 from modes.inference import encode_prompt, load_for_inference  # noqa: E402
@@ -38,6 +39,14 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 def plot_attention(
     attentions: Sequence[Any], tokens: Sequence[str], out_path: Path, title: str = ""
 ) -> Path:
+    """Save ``attention_figure`` as a PNG."""
+    fig = attention_figure(attentions, tokens, title)
+    fig.savefig(out_path, dpi=100)
+    plt.close(fig)
+    return out_path
+
+
+def attention_figure(attentions: Sequence[Any], tokens: Sequence[str], title: str = "") -> Figure:
     """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``.
 
     ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns).
@@ -57,6 +66,4 @@ def plot_attention(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return out_path
+    return fig

@@ -168,18 +168,18 @@ def _sweep_job_state(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """A sweep job in a directory that may hold an earlier run of it: skip it when that run
     completed (returning its stored metrics), resume it from checkpoints/last.ckpt when it got
-    that far; refuse when the earlier run had other settings. A new job leaves a "running"
-    record, so that even a job killed before its first checkpoint is recognised."""
+    that far; refuse when the earlier run had other settings. A job without a record leaves a
+    "running" one, so that even a job killed before its first checkpoint is recognised."""
     stored = read_metrics(out_dir)
     if stored is None:
         if global_rank() == 0:
             write_metrics(out_dir, {"status": "running", "overrides": overrides})
-        return None, resume
-    _check_same_job(out_dir, stored.get("overrides", {}), overrides)
-    if stored.get("status") == "completed":
+    else:
+        _check_same_job(out_dir, stored.get("overrides", {}), overrides)
+    if stored is not None and stored.get("status") == "completed":
         print(
-            f"tinylm: {out_dir} already completed, skipping it (delete its metrics.json to "
-            "train it again)"
+            f"tinylm: {out_dir} already completed, skipping it (delete that directory to "
+            "train it again from scratch)"
         )
         return stored, resume
     last = out_dir / "checkpoints" / "last.ckpt"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,3 +97,26 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
             return compose(config_name="config", overrides=[*TINY, f"output_dir={out}", *overrides])
 
     return make
+
+
+def train_py(
+    *args: str, cwd: Path, wrapper: str | None = None, timeout: int = 600, **env_vars: str
+) -> subprocess.CompletedProcess:
+    """The real entry point, ``python train.py ARGS``, in a subprocess run from ``cwd``;
+    ``wrapper`` is Python code run in place of ``train.py`` that adds fault injectors (it ends
+    by calling ``tests.faults.main_with``; DDP children re-run it too)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
+    env.pop("TINYLM_DEBUG", None)
+    script = str(ROOT / "train.py")
+    if wrapper:
+        path = cwd / "train_with_faults.py"
+        path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
+        script = str(path)
+    return subprocess.run(
+        [sys.executable, script, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -55,6 +55,26 @@ class SignalInSweepJob(SignalAtStep):
             super().on_train_batch_end(trainer, *args)
 
 
+class RecordFinalStep(L.Callback):
+    """Append "RANK STEP" to ``path`` when this process's training ends, finished or stopped
+    by an exception (an interruption included): one line per rank."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _record(self, trainer: L.Trainer) -> None:
+        with open(self.path, "a") as f:
+            f.write(f"{trainer.global_rank} {trainer.global_step}\n")
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._record(trainer)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        self._record(trainer)
+
+
 def main_with(*callbacks: L.Callback) -> None:
     """Run train.py's entry point as ``main`` does (Hydra, argv, the exit policy), with extra
     callbacks."""

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import train_py
 from train import verbatim_prompt
 
 # Each is a character Hydra's override grammar gives a meaning: brackets, commas, '=',
@@ -38,33 +33,26 @@ def test_other_arguments_and_already_quoted_prompts_are_left_alone() -> None:
     assert verbatim_prompt(["prompt='a' b 'c'"]) == ["prompt='\\'a\\' b \\'c\\''"]
 
 
-def _train_py(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TINYLM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "logger=none", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_verbatim_prompts_through_train_py(tiny_checkpoints, tmp_path) -> None:
     """generate (fill-mask and continuation) and attention, through the real entry point."""
     prompt = "The [MASK] is, as ever, = good"
     run_dir = f"hydra.run.dir={tmp_path / 'run'}"
     encoder, decoder = tiny_checkpoints["encoder"], tiny_checkpoints["decoder"]
-    proc = _train_py(
-        "mode=generate", f"ckpt_path={encoder}", f"prompt={prompt}", run_dir, cwd=tmp_path
+    proc = train_py(
+        "logger=none",
+        "mode=generate",
+        f"ckpt_path={encoder}",
+        f"prompt={prompt}",
+        run_dir,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == prompt
     assert "[MASK] #1:" in proc.stdout
 
     text = 'it\'s "x" = {y}, [z] ${w}'
-    proc = _train_py(
+    proc = train_py(
+        "logger=none",
         "mode=generate",
         f"ckpt_path={decoder}",
         f"prompt={text}",
@@ -76,8 +64,13 @@ def test_verbatim_prompts_through_train_py(tiny_checkpoints, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(text)  # byte-level BPE decodes the prompt exactly
 
-    proc = _train_py(
-        "mode=attention", f"ckpt_path={decoder}", f"prompt={prompt}", run_dir, cwd=tmp_path
+    proc = train_py(
+        "logger=none",
+        "mode=attention",
+        f"ckpt_path={decoder}",
+        f"prompt={prompt}",
+        run_dir,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert (decoder.parent / "attention.png").is_file()

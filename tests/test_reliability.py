@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from modes import Interrupted
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, train_py
 from tests.faults import NaNAtStep, SignalAtStep
 from train import run
 
@@ -54,35 +53,12 @@ def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum, op
     assert resumed["best_val_loss"] == pytest.approx(full["best_val_loss"], abs=1e-6)
 
 
-def _train_py(
-    *args: str, cwd: Path, wrapper: str | None = None, timeout: int = 300, **env_vars: str
-) -> subprocess.CompletedProcess:
-    """The real entry point in a subprocess; ``wrapper`` is Python code run in place of
-    ``train.py`` that adds fault injectors (it ends by calling ``tests.faults.main_with``;
-    DDP children re-run it too)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
-    env.pop("TINYLM_DEBUG", None)
-    script = str(ROOT / "train.py")
-    if wrapper:
-        path = cwd / "train_with_faults.py"
-        path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
-        script = str(path)
-    return subprocess.run(
-        [sys.executable, script, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_ctrl_c_through_train_py_saves_and_exits_cleanly(tmp_path: Path) -> None:
     wrapper = (
         "import signal\nfrom tests.faults import SignalAtStep, main_with\n"
         "main_with(SignalAtStep(5, signal.SIGINT))\n"
     )
-    proc = _train_py(
+    proc = train_py(
         *TINY,
         "trainer.max_steps=20",
         f"hydra.run.dir={tmp_path / 'run'}",
@@ -342,7 +318,7 @@ CLI_ERRORS_SLOW = [
 )
 def test_train_py_prints_a_message_not_a_traceback(tmp_path, bad_files, overrides, message) -> None:
     overrides = [o.format(d=bad_files) for o in overrides]
-    proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    proc = train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 1
     assert message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -420,7 +396,7 @@ def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) ->
 def test_longer_context_than_the_position_table(tiny_ckpt, tmp_path, mode) -> None:
     # model.* on the command line of eval/generate would be ignored (the checkpoint decides):
     # a larger max_seq_len is refused, naming the table size.
-    proc = _train_py(
+    proc = train_py(
         *TINY,
         f"mode={mode}",
         f"ckpt_path={tiny_ckpt}",
@@ -433,13 +409,14 @@ def test_longer_context_than_the_position_table(tiny_ckpt, tmp_path, mode) -> No
     assert "(32 positions)" in proc.stderr
 
 
-def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg) -> None:
+def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg, tmp_path) -> None:
     from training.checkpoint import load_checkpoint, load_safetensors
 
-    out = Path(run(make_cfg("mode=export", f"ckpt_path={tiny_ckpt}"))["safetensors"])
-    assert out == tiny_ckpt.with_suffix(".safetensors") and out.is_file()
+    ckpt = Path(shutil.copy(tiny_ckpt, tmp_path))  # export writes beside the checkpoint
+    out = Path(run(make_cfg("mode=export", f"ckpt_path={ckpt}"))["safetensors"])
+    assert out == ckpt.with_suffix(".safetensors") and out.is_file()
     exported, tokenizer_json = load_safetensors(out)
-    original = load_checkpoint(tiny_ckpt)
+    original = load_checkpoint(ckpt)
     assert tokenizer_json == original.tokenizer_json
     ids = torch.randint(0, original.config.vocab_size, (2, 16))
     with torch.inference_mode():
@@ -519,7 +496,7 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     wrapper = (
         "from tests.faults import SignalInSweepJob, main_with\nmain_with(SignalInSweepJob(1, 7))\n"
     )
-    first = _train_py(*args, cwd=tmp_path, wrapper=wrapper)
+    first = train_py(*args, cwd=tmp_path, wrapper=wrapper)
     assert first.returncode == 143, first.stderr[-3000:]
     assert "Traceback" not in first.stderr
     assert f"hydra.sweep.dir={sweep}" in first.stdout  # the way back, printed at the start
@@ -528,7 +505,7 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     assert json.loads((sweep / "1" / "metrics.json").read_text())["status"] == "interrupted"
     stamp = (sweep / "0" / "metrics.json").stat().st_mtime_ns
 
-    second = _train_py(*args, cwd=tmp_path)
+    second = train_py(*args, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "already completed, skipping" in second.stdout
     assert "resuming the unfinished job" in second.stdout
@@ -542,8 +519,12 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -> None:
-    """The other kind of unfinished job: metrics.json gone (killed hard), last.ckpt kept."""
+def test_rerun_sweep_retrains_a_deleted_job_and_resumes_one_without_metrics(
+    tmp_path: Path,
+) -> None:
+    """The README's two ways back into a finished sweep: a job whose directory was deleted
+    trains again from scratch; a job whose metrics.json alone is gone (killed hard after its
+    last checkpoint) resumes from last.ckpt."""
     sweep = tmp_path / "sweep"
     args = [
         "-m",
@@ -553,14 +534,24 @@ def test_unfinished_job_without_metrics_resumes_from_last_ckpt(tmp_path: Path) -
         "model.dropout=0.0,0.1",
         f"hydra.sweep.dir={sweep}",
     ]
-    assert _train_py(*args, cwd=tmp_path).returncode == 0
+    assert train_py(*args, cwd=tmp_path).returncode == 0
+    first = {job: json.loads((sweep / job / "metrics.json").read_text()) for job in ("0", "1")}
+    shutil.rmtree(sweep / "0")
     (sweep / "1" / "metrics.json").unlink()
-    again = _train_py(*args, cwd=tmp_path)
+    again = train_py(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.count("already completed, skipping") == 1
-    assert "resuming the unfinished job" in again.stdout
-    metrics = json.loads((sweep / "1" / "metrics.json").read_text())
-    assert metrics["status"] == "completed" and metrics["val_loss"] > 0
+    assert "already completed, skipping" not in again.stdout
+    assert again.stdout.count("resuming the unfinished job") == 1
+    assert f"resuming the unfinished job in {sweep / '1'}" in again.stdout
+    retrained = json.loads((sweep / "0" / "metrics.json").read_text())
+    # Trained from step 0 again with the same seed: the same losses as the first time.
+    assert retrained["status"] == "completed" and retrained["step"] == 6
+    assert retrained["best_val_loss"] == pytest.approx(first["0"]["best_val_loss"], abs=1e-6)
+    assert retrained["train_seconds"] > 0
+    # Resumed at its last step: nothing left to train, validated again.
+    resumed = json.loads((sweep / "1" / "metrics.json").read_text())
+    assert resumed["status"] == "completed" and resumed["step"] == 6
+    assert resumed["val_loss"] == pytest.approx(first["1"]["val_loss"], abs=1e-6)
 
 
 # --------------------------------------------------------------------------- 7. distributed
@@ -581,7 +572,7 @@ def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> N
         f"count_tokenizer_training({str(counts)!r})\nmain_with()\n"
     )
     out = tmp_path / "run"
-    proc = _train_py(
+    proc = train_py(
         *TINY,
         *DDP,
         "logger=csv",
@@ -611,7 +602,7 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
     import csv
 
     sweep = tmp_path / "sweep"
-    proc = _train_py(
+    proc = train_py(
         "-m",
         *TINY,
         *DDP,
@@ -626,3 +617,60 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
     with open(sweep / "runs.csv") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["completed", "completed"]
     assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
+
+
+@pytest.mark.slow
+def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_together(
+    tmp_path: Path,
+) -> None:
+    def train(name: str, *extra: str, signal_at: int | None = None) -> Path:
+        steps = tmp_path / f"{name}-final-steps.txt"
+        injectors = f"RecordFinalStep({str(steps)!r})"
+        if signal_at is not None:
+            injectors += f", SignalAtStep({signal_at})"
+        wrapper = (
+            "from tests.faults import RecordFinalStep, SignalAtStep, main_with\n"
+            f"main_with({injectors})\n"
+        )
+        proc = train_py(
+            *TINY,
+            *DDP,
+            *RESUME,
+            *extra,
+            f"hydra.run.dir={tmp_path / name}",
+            cwd=tmp_path,
+            wrapper=wrapper,
+        )
+        expected_code = 0 if signal_at is None else 128 + signal.SIGTERM
+        assert proc.returncode == expected_code, proc.stderr[-3000:]
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("tinylm:")]
+        assert len(lines) == (signal_at is not None), lines  # one line, from rank 0
+        return steps
+
+    full = train("full")
+    cut = train("cut", signal_at=11)
+    # Each rank wrote the step it stopped at: the same one, the step of the checkpoint. (The
+    # ranks agree at the end of each step whether to stop: a signal sent after that, at the
+    # end of step 11, stops them at the end of step 12.)
+    stopped = dict(line.split() for line in cut.read_text().splitlines())
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    step = torch.load(last, weights_only=True)["global_step"]
+    assert stopped == {"0": str(step), "1": str(step)} and 11 <= step < 24
+    status = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    assert status["status"] == "interrupted" and status["step"] == step
+    resumed = train("resumed", f"ckpt_path={last}")
+    for finished in (full, resumed):
+        assert dict(line.split() for line in finished.read_text().splitlines()) == {
+            "0": "24",
+            "1": "24",
+        }
+
+    final = {
+        name: json.loads((tmp_path / name / "metrics.json").read_text())
+        for name in ("full", "resumed")
+    }
+    assert final["resumed"]["step"] == final["full"]["step"] == 24
+    assert final["resumed"]["val_loss"] == pytest.approx(final["full"]["val_loss"], abs=1e-6)
+    assert final["resumed"]["best_val_loss"] == pytest.approx(
+        final["full"]["best_val_loss"], abs=1e-6
+    )

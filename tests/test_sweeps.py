@@ -11,8 +11,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ import torch
 from modes import SweepConflict
 from modes.report import write_metrics
 from modes.summary import group_runs, heatmap_cells, mean_curve, write_sweep_summary
-from tests.conftest import ROOT, TINY
+from tests.conftest import TINY, train_py
 from tests.faults import SignalAtStep
 from train import run
 
@@ -134,22 +132,9 @@ def test_an_all_failed_cell_is_marked_failed(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- through train.py
 
 
-def _train_py(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("TINYLM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_seed_sweep_in_parallel_jobs_aggregates_and_overlaps(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc = _train_py(
+    proc = train_py(
         "-m",
         *TINY,
         "trainer.max_steps=10",
@@ -180,7 +165,7 @@ def test_seed_sweep_in_parallel_jobs_aggregates_and_overlaps(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_submitit_local_sweep_runs_both_jobs(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc = _train_py(
+    proc = train_py(
         "-m",
         *TINY,
         "trainer.max_steps=4",
@@ -204,7 +189,7 @@ def test_submitit_local_sweep_runs_both_jobs(tmp_path: Path) -> None:
 def test_bad_launcher_settings_give_one_line(tmp_path: Path, overrides, message) -> None:
     if "hydra/launcher=slurm" in overrides and shutil.which("sbatch"):
         pytest.skip("this machine has SLURM")
-    proc = _train_py(
+    proc = train_py(
         "-m",
         *TINY,
         "seed=1,2",
@@ -229,10 +214,10 @@ def test_rerun_with_other_values_stops_and_keeps_the_old_results(tmp_path: Path)
         "trainer.val_check_interval=2",
         f"hydra.sweep.dir={sweep}",
     ]
-    first = _train_py(*base, "model.dropout=0.0", cwd=tmp_path)
+    first = train_py(*base, "model.dropout=0.0", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     before = (sweep / "0" / "metrics.json").read_text()
-    second = _train_py(*base, "model.dropout=0.3", cwd=tmp_path)
+    second = train_py(*base, "model.dropout=0.3", cwd=tmp_path)
     assert second.returncode == 1
     assert "Traceback" not in second.stderr
     (line,) = [x for x in second.stderr.splitlines() if x.startswith("tinylm: error:")]
@@ -329,7 +314,7 @@ def test_preemption_hands_over_to_the_requeue_handler_after_saving(make_cfg, tmp
 
 def test_tensorboard_logger_writes_event_files_named_by_overrides(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc = _train_py(
+    proc = train_py(
         "-m",
         *[o for o in TINY if not o.startswith("logger=")],
         "logger=tensorboard",

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import subprocess
-import sys
+import shutil
+import struct
 from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import Tokenizer
 
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, train_py
 from train import run
+from training.checkpoint import load_checkpoint
+
+
+def _copy_of(run_dir: Path, tmp_path: Path) -> Path:
+    """A test's own copy of a shared run directory, for tests that write into it (eval.json,
+    attention.png): no test then reads what another left behind."""
+    return Path(shutil.copytree(run_dir, tmp_path / "run-copy"))
 
 
 def _train_losses(run_dir: Path) -> list[float]:
@@ -67,7 +74,7 @@ def test_checkpoint_is_self_contained_and_weights_only(gpt_run: tuple[Path, dict
     assert json.loads(hparams["tokenizer_json"])["model"]  # a full tokenizer, not a path
 
 
-def test_bert_trains(make_cfg) -> None:
+def test_bert_trains_and_fills_masks(make_cfg) -> None:
     # MLM has ~15% targets per example: a larger batch keeps the loss curve readable.
     cfg = make_cfg(
         "model=bert",
@@ -81,7 +88,32 @@ def test_bert_trains(make_cfg) -> None:
     _assert_loss_fell(out, by=0.25)
     assert metrics["arch"] == "encoder"
     assert 0.0 <= metrics["val_acc"] <= 1.0
-    assert (out / "checkpoints/best.ckpt").is_file()
+    best = out / "checkpoints/best.ckpt"
+    assert best.is_file()
+
+    # mode=generate on an encoder: five candidates for each [MASK], those of fill_mask.
+    prompt = "The [MASK] statement is [MASK]."
+    text = run(make_cfg("mode=generate", f"ckpt_path={best}", f"prompt='{prompt}'"))["text"]
+    loaded = load_checkpoint(best)
+    tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
+    ids = [tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]")]
+    # As the encoder was trained: [CLS] text [SEP].
+    inputs = torch.tensor([[ids[0], *tokenizer.encode(prompt).ids, ids[1]]])
+    expected = loaded.model.fill_mask(inputs, ids[2], top_k=5)[0]
+    assert len(expected) == 2 and all(len(p.token_ids) == 5 for p in expected)
+    assert text.splitlines() == [
+        prompt,
+        *(
+            f"  [MASK] #{number}: "
+            + ", ".join(
+                f"{tokenizer.id_to_token(i)!r} {p:.2f}"
+                for i, p in zip(prediction.token_ids, prediction.probs, strict=True)
+            )
+            for number, prediction in enumerate(expected, start=1)
+        ),
+    ]
+    with pytest.raises(ValueError, match=r"prompt='The end\.' has no \[MASK\] token to fill"):
+        run(make_cfg("mode=generate", f"ckpt_path={best}", "prompt='The end.'"))
 
 
 def test_resume_continues_at_saved_step(gpt_run: tuple[Path, dict], make_cfg) -> None:
@@ -95,8 +127,8 @@ def test_resume_continues_at_saved_step(gpt_run: tuple[Path, dict], make_cfg) ->
     assert min(steps) >= 30, steps  # nothing before the saved step was trained again
 
 
-def test_eval_writes_eval_jsonl(gpt_run: tuple[Path, dict], make_cfg) -> None:
-    out, metrics = gpt_run
+def test_eval_writes_eval_jsonl(gpt_run: tuple[Path, dict], make_cfg, tmp_path: Path) -> None:
+    out = _copy_of(gpt_run[0], tmp_path)
     best = out / "checkpoints/best.ckpt"
     result = run(make_cfg("mode=eval", f"ckpt_path={best}"))
     row = result["results"][0]
@@ -107,8 +139,8 @@ def test_eval_writes_eval_jsonl(gpt_run: tuple[Path, dict], make_cfg) -> None:
     assert test_row["split"] == "test" and test_row["loss"] != row["loss"]
 
 
-def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg) -> None:
-    out, _ = gpt_run
+def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg, tmp_path: Path) -> None:
+    out = _copy_of(gpt_run[0], tmp_path)
     best = out / "checkpoints/best.ckpt"
     text = run(
         make_cfg("mode=generate", f"ckpt_path={best}", "prompt=The function", "temperature=0")
@@ -123,48 +155,85 @@ def test_generate_and_attention(gpt_run: tuple[Path, dict], make_cfg) -> None:
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _train_py(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("TINYLM_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_bad_override_prints_a_message_not_a_traceback(tmp_path: Path) -> None:
-    proc = _train_py(*TINY, "model.num_heads=3", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    proc = train_py(*TINY, "model.num_heads=3", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 1
     assert "valid head counts" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path, make_cfg) -> None:
+def _wandb_run_records(run_dir: Path) -> list:
+    """The records of a W&B offline run file (``run-ID.wandb``, what ``wandb sync`` uploads).
+
+    The file is a LevelDB-style log: a 7-byte header, then 32 KiB blocks of chunks, each with
+    a 7-byte header (crc32, length, type: 1 whole record, 2 first, 3 middle, 4 last part);
+    a block's tail shorter than a chunk header is padding. Each record is a protobuf.
+    """
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    records, parts, pos, block = [], b"", 7, 32768
+    while pos + 7 <= len(data):
+        room = block - pos % block
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if room < 7 or kind == 0:  # padding to the end of the block
+            pos += room
+            continue
+        parts += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = Record()
+            record.ParseFromString(parts)
+            records.append(record)
+            parts = b""
+    return records
+
+
+def test_multirun_sweep_writes_summary_with_failed_run(
+    tmp_path: Path, make_cfg, monkeypatch
+) -> None:
+    # Unset, so the configured default (logger.mode=offline) decides, as for a user; and an
+    # unreachable server, so any attempt to go online fails rather than hangs.
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
     sweep = tmp_path / "sweep"
-    proc = _train_py(
-        "-m",
+    overrides = [
         *TINY,
+        "logger=wandb",
         "trainer.max_steps=10",
         "trainer.val_check_interval=5",
         "model.num_heads=2,3",
         "model.dropout=0.0,0.1",
-        f"hydra.sweep.dir={sweep}",
-        cwd=tmp_path,
-    )
+    ]
+    proc = train_py("-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(sweep / "runs.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
     by_heads = {(r["model.num_heads"], r["model.dropout"]): r for r in rows}
-    for dropout in ("0.0", "0.1"):
-        assert by_heads[("2", dropout)]["status"] == "completed"
-        assert float(by_heads[("2", dropout)]["best_val_loss"]) > 0
+    for job, dropout in ((0, "0.0"), (1, "0.1")):
+        completed = by_heads[("2", dropout)]
+        stored = json.loads((sweep / str(job) / "metrics.json").read_text())
+        assert completed["status"] == stored["status"] == "completed"
+        assert float(completed["best_val_loss"]) == pytest.approx(stored["best_val_loss"], rel=5e-4)
         failed = by_heads[("3", dropout)]
         assert failed["status"] == "failed" and "num_heads=3" in failed["error"]
+        # The job's W&B offline run: the sweep's group, the job's overrides and settings.
+        (run_record,) = [r.run for r in _wandb_run_records(sweep / str(job)) if r.HasField("run")]
+        config = {item.key: json.loads(item.value_json) for item in run_record.config.update}
+        assert run_record.run_group == sweep.name
+        # Every key of the command line, with this job's values of the swept ones.
+        assert list(config["overrides"]) == list(dict.fromkeys(o.split("=")[0] for o in overrides))
+        swept = {"model.num_heads": "2", "model.dropout": dropout}
+        assert swept.items() <= config["overrides"].items()
+        assert {"model.num_heads=2", f"model.dropout={dropout}"} <= set(
+            run_record.display_name.split(",")
+        )
+        assert config["settings"]["model"]["num_heads"] == 2
+        assert config["settings"]["model"]["dropout"] == float(dropout)
+        assert config["settings"]["logger"]["mode"] == "offline"
     with open(sweep / "summary.csv") as f:  # one row per configuration
         configs = {(r["model.num_heads"], r["model.dropout"]): r for r in csv.DictReader(f)}
     for dropout in ("0.0", "0.1"):
@@ -182,8 +251,11 @@ def test_multirun_sweep_writes_summary_with_failed_run(tmp_path: Path, make_cfg)
 
 
 def test_wandb_offline_run_touches_no_network(make_cfg, monkeypatch) -> None:
-    # An unreachable server: any attempt to go online would fail, not hang.
+    # An unreachable server: any attempt to go online would fail, not hang. WANDB_MODE unset:
+    # the configured default, logger.mode=offline, is what keeps it offline. (Its records are
+    # read back in the multirun test: wandb writes them out by the end of the process.)
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
     cfg = make_cfg("logger=wandb", "trainer.max_steps=5", "trainer.val_check_interval=5")
     metrics = run(cfg)
     assert metrics["status"] == "completed"
@@ -210,9 +282,9 @@ def test_experiment_preset_overrides_top_level_defaults() -> None:
 
 def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: Path) -> None:
     """Through train.py, where Hydra records the overrides (compose() records none)."""
-    out, _ = gpt_run
+    out = _copy_of(gpt_run[0], tmp_path)
     best = out / "checkpoints/best.ckpt"
-    proc = _train_py(
+    proc = train_py(
         "mode=eval",
         f"ckpt_path={best}",
         "data.split=test",
@@ -235,7 +307,7 @@ def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: 
 def test_more_bad_input_gives_one_message(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
-    proc = _train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    proc = train_py(*TINY, *overrides, f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert re.search(message, proc.stderr), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

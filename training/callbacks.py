@@ -121,13 +121,22 @@ class SaveOnInterrupt(L.Callback):
     saves a resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG
     states).
 
-    Builds on Lightning's SIGTERM handling: its handler sets ``trainer.received_sigterm`` and
-    the loops raise ``SIGTERMException`` at the end of the step (all DDP ranks together, rank
-    0's flag is broadcast every step); ``on_exception`` then saves. Ctrl-C is routed into the
-    same path instead of a ``KeyboardInterrupt`` in the middle of an optimiser step; a second
-    Ctrl-C stops at once, without saving. After a pre-emption signal is saved for, the handler
-    that was there before ours runs: under submitit or Lightning's SLURM environment, that is
-    the one that requeues the job (which then resumes from the saved checkpoint).
+    Builds on Lightning's SIGTERM handling: once ``trainer.received_sigterm`` is set, the loop
+    raises ``SIGTERMException`` at the end of the step; ``on_exception`` then saves. Ctrl-C is
+    routed into the same path instead of a ``KeyboardInterrupt`` in the middle of an optimiser
+    step; a second Ctrl-C stops at once, without saving.
+
+    Under DDP the ranks must stop at the same step: checkpointing holds a barrier, and a rank
+    that stepped on would wait for the others forever. Lightning's own handler does not
+    ensure it (each rank raises at the end of the step in which its own signal arrived, and
+    the handler broadcasts from inside the signal handler, nested in whatever collective the
+    rank was in): both hung in a test. So our handler replaces Lightning's and, under DDP,
+    only notes the signal; at the end of every step the ranks agree (one all-reduce) whether
+    any of them got one, and all raise the flag together.
+
+    After a pre-emption signal (SIGUSR1, SIGUSR2) is saved for, the handler that was there
+    before ours runs: under submitit or Lightning's SLURM environment, that is the one that
+    requeues the job (which then resumes from the saved checkpoint).
     """
 
     def __init__(self, save_path: str | Path) -> None:
@@ -136,11 +145,11 @@ class SaveOnInterrupt(L.Callback):
         self.saved: Path | None = None
         self.step: int | None = None
         self._trainer: L.Trainer | None = None
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, Any] = {}  # the handlers ours replaced
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Lightning registered its SIGTERM handler just before; ours wraps it. Lightning's
-        # teardown puts back the handlers it found, ours included.
+        # Lightning registered its SIGTERM handler just before; ours replaces it. Lightning's
+        # teardown puts back the handlers it found.
         if threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer
@@ -151,12 +160,24 @@ class SaveOnInterrupt(L.Callback):
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum == signal.SIGINT and self.signal is not None:
             raise KeyboardInterrupt  # the second Ctrl-C: stop now
+        first = self.signal is None
         self.signal = signum
-        previous = self._previous.get(signum)
-        if signum == signal.SIGTERM and callable(previous):
-            previous(signum, frame)  # Lightning's: kills launched children, sets the flag
-        elif self._trainer is not None:
-            self._trainer._signal_connector.received_sigterm = True
+        trainer = self._trainer
+        if trainer is None:
+            return
+        launcher = trainer.strategy.launcher
+        if signum == signal.SIGTERM and first and launcher is not None:
+            launcher.kill(signum)  # as Lightning's handler does: the ranks this one launched
+        if trainer.world_size == 1:
+            trainer._signal_connector.received_sigterm = True
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any
+    ) -> None:
+        if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(
+            self.signal is not None, all=False
+        ):
+            trainer._signal_connector.received_sigterm = True
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
