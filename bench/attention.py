@@ -10,6 +10,11 @@ Candidates, all float32 on CPU, threads left at torch's default:
 
 - ``ours pad``: our module with a [B, T] padding mask (random lengths, one full row).
 - ``ours causal``: our module with ``causal=True`` (no padding: SDPA gets ``is_causal=True``).
+- ``ours rope``: ``ours causal`` with rotary positions (``model.position=rope``): queries and
+  keys rotated by cos/sin tables looked up once outside the timed call, as the models do once
+  per forward for all layers.
+- ``ours gqa``: ``ours causal`` with ``num_kv_heads = heads / 2`` (grouped-query attention: a
+  narrower qkv projection, SDPA with ``enable_gqa``).
 - ``naive``: seed 000's formulation (fused qkv, explicit scores, -1e4 fill, softmax, dropout).
 - ``torch MHA``: ``torch.nn.MultiheadAttention(batch_first=True)`` with ``key_padding_mask``.
   It has no dropout on its output projection, so with dropout 0.1 it draws fewer random
@@ -17,7 +22,8 @@ Candidates, all float32 on CPU, threads left at torch's default:
 - ``floor pad`` / ``floor causal``: the least work for the same function: one fused qkv
   Linear, one bare SDPA call (boolean [B, 1, 1, T] padding mask, or ``is_causal=True``), the out
   Linear and the output dropout our module also applies. Ratios are to the floor with the same
-  mask type.
+  mask type; ``ours rope`` and ``ours gqa`` are compared with the causal floor (of full
+  multi-head attention without positions), so the ratio shows what the option costs.
 
 Timing: every case runs with dropout 0 and 0.1 (on CPU SDPA's fused kernel only runs without
 dropout; with dropout it falls back to the math kernel). Each candidate is warmed up, then the
@@ -54,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.attention import MultiHeadAttention
+from models.attention import MultiHeadAttention, RotaryEmbedding
 from tests.seed_references import Seed000SelfAttention
 
 SHAPES = [(8, 128, 256, 4), (16, 256, 384, 6), (4, 512, 256, 8)]
@@ -99,6 +105,7 @@ def make_candidates(
     pad = padding_mask(batch, length, gen)  # (B, T)
     pad_bool = pad.bool()[:, None, None, :]  # (B, 1, 1, T), True = may attend
     key_padding = ~pad.bool()  # (B, T), torch MHA's polarity: True = ignore
+    rotary = RotaryEmbedding(width // heads, length)(torch.arange(length)[None])  # 2 x (1, T, D)
     candidates = {
         "ours pad": (
             MultiHeadAttention(width, heads, dropout),
@@ -107,6 +114,14 @@ def make_candidates(
         "floor pad": (Floor(width, heads, dropout), lambda m, x: m(x, pad_bool, False)),
         "ours causal": (MultiHeadAttention(width, heads, dropout), lambda m, x: m(x, causal=True)),
         "floor causal": (Floor(width, heads, dropout), lambda m, x: m(x, None, True)),
+        "ours rope": (
+            MultiHeadAttention(width, heads, dropout),
+            lambda m, x: m(x, causal=True, rotary=rotary),
+        ),
+        "ours gqa": (
+            MultiHeadAttention(width, heads, dropout, num_kv_heads=heads // 2),
+            lambda m, x: m(x, causal=True),
+        ),
         "naive": (Seed000SelfAttention(width, heads, dropout), lambda m, x: m(x, pad)),
         "torch MHA": (
             nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True),
@@ -153,10 +168,21 @@ def bench_case(
     return times
 
 
-COLUMNS = ["ours pad", "floor pad", "ours causal", "floor causal", "naive", "torch MHA"]
+COLUMNS = [
+    "ours pad",
+    "floor pad",
+    "ours causal",
+    "floor causal",
+    "ours rope",
+    "ours gqa",
+    "naive",
+    "torch MHA",
+]
 RATIOS = [
     ("ours pad", "floor pad"),
     ("ours causal", "floor causal"),
+    ("ours rope", "floor causal"),
+    ("ours gqa", "floor causal"),
     ("naive", "floor pad"),
     ("torch MHA", "floor pad"),
 ]
@@ -169,7 +195,14 @@ def paired_ratio(times: dict, a: str, b: str, backward: bool) -> float:
 
 
 def print_table(rows: list[tuple[tuple, float, bool, dict]]) -> None:
-    ratio_names = ["ours pad/floor", "ours caus/floor", "naive/floor", "MHA/floor"]
+    ratio_names = [
+        "ours pad/floor",
+        "ours caus/floor",
+        "rope/floor",
+        "gqa/floor",
+        "naive/floor",
+        "MHA/floor",
+    ]
     head = f"{'B,T,width,heads':<17}{'drop':>5} {'pass':<8}"
     head += "".join(f"{c:>13}" for c in COLUMNS) + "".join(f"{n:>16}" for n in ratio_names)
     print(

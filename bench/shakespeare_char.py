@@ -5,6 +5,8 @@ Usage::
     python -m bench.shakespeare_char                       # ../shared/data/tinyshakespeare.txt
     python -m bench.shakespeare_char --data PATH --repeats 3 -- logger=csv
     python -m bench.shakespeare_char --bare-steps 0        # skip the bare-loop comparison
+    python -m bench.shakespeare_char --repeats 3 --bare-steps 0 \
+        --versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"
 
 Runs ``python train.py experiment=shakespeare_char data.path=PATH [overrides]`` (2000 steps,
 validation every 250 steps on 20 batches: conf/experiment/shakespeare_char.yaml) in a fresh
@@ -13,6 +15,17 @@ preparation, validation and the final sample included. The child is train.py's o
 with one hook that records the last training loss. Then, unless ``--bare-steps 0``, a bare
 PyTorch loop of the same shape (bench/train_step.py's ``bare``) runs ``--bare-steps`` steps on
 random batches for a tokens/s comparison (steady state, median step).
+
+Repeat i runs with ``seed=1234+i``, so the spread of the losses is the seeds'.
+``--versus "OVERRIDES"`` (repeatable) adds configurations to compare with the preset: each
+is the preset plus those overrides (or another ``experiment=``). Runs interleave (preset,
+then each configuration, per repeat), so load drift hits them alike. For each it prints the
+median wall time and final validation loss with their spread (min-max), the ratio of its wall
+time to the preset's (median of the per-repeat ratios), the difference in validation loss,
+and whether it reaches the preset's median validation loss. Time to loss: a configuration
+that reaches the preset's loss does so in at most its wall time (the targets of issue 14:
+``experiment=shakespeare_char_fast`` there in <= 0.4x the preset's wall time;
+``optim=muon model.position=rope`` at the preset's 2000 steps >= 0.3 nats lower).
 
 Reference (nanoGPT's CPU recipe, same shape): val loss ~1.88 in ~73 s on this class of machine.
 Targets: val loss <= 1.88, wall <= 80 s, tokens/s >= the bare loop's.
@@ -67,6 +80,9 @@ def child(overrides: list[str]) -> None:
 
 
 def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
+    """One train.py process; the preset unless ``overrides`` name another experiment."""
+    if not any(o.startswith("experiment=") for o in overrides):
+        overrides = ["experiment=shakespeare_char", *overrides]
     with tempfile.TemporaryDirectory(prefix="tinylm-shakespeare-") as run_dir:
         command = [
             sys.executable,
@@ -74,7 +90,6 @@ def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
             "bench.shakespeare_char",
             "--child",
             "--",
-            "experiment=shakespeare_char",
             f"data.path={data}",
             *overrides,
             f"hydra.run.dir={run_dir}",
@@ -96,11 +111,47 @@ def bare_tokens_per_s(steps: int) -> float:
     return batch_size * overrides["max_seq_len"] / statistics.median(step_times)
 
 
+def spread(values: list[float], digits: int) -> str:
+    """'median [min-max]'."""
+    return (
+        f"{statistics.median(values):.{digits}f} "
+        f"[{min(values):.{digits}f}-{max(values):.{digits}f}]"
+    )
+
+
+def print_comparison(base: list[dict], versus: dict[str, list[dict]]) -> None:
+    base_wall = [r["wall_s"] for r in base]
+    print(f"\n{'configuration':<44}{'wall s':>22}{'val loss':>26}{'wall ratio':>12}{'d val':>9}")
+    base_vals = [r["val_loss"] for r in base]
+    base_val = statistics.median(base_vals)
+    print(f"{'the preset':<44}{spread(base_wall, 1):>22}{spread(base_vals, 4):>26}")
+    for name, runs in versus.items():
+        walls = [r["wall_s"] for r in runs]
+        vals = [r["val_loss"] for r in runs]
+        ratio = statistics.median(
+            r["wall_s"] / b["wall_s"] for r, b in zip(runs, base, strict=True)
+        )
+        delta = statistics.median(vals) - base_val
+        print(f"{name:<44}{spread(walls, 1):>22}{spread(vals, 4):>26}{ratio:>12.3f}{delta:>+9.4f}")
+        reaches = statistics.median(vals) <= base_val
+        # Reaching the loss by its last step bounds the time to that loss by its wall time.
+        print(
+            f"  {'reaches' if reaches else 'does NOT reach'} the preset's val loss "
+            f"{base_val:.4f}" + (f" within {ratio:.2f}x its wall time" if reaches else "")
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--bare-steps", type=int, default=300)
+    parser.add_argument(
+        "--versus",
+        action="append",
+        default=[],
+        help='overrides of a configuration to compare with the preset, e.g. "optim=muon"',
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="extra train.py overrides (after --)")
     args = parser.parse_args()
@@ -109,7 +160,14 @@ def main() -> None:
         return
     if not args.data.is_file():
         raise SystemExit(f"--data {args.data} is not a file; pass the tinyshakespeare.txt path")
-    runs = [run_once(args.data.resolve(), args.overrides) for _ in range(args.repeats)]
+    runs = []
+    versus: dict[str, list[dict]] = {v: [] for v in args.versus}
+    for index in range(args.repeats):  # interleaved: drifting load hits every configuration alike
+        # Seed 1234 (train.py's) first, then others: the loss spread is the seeds'.
+        overrides = [f"seed={1234 + index}", *args.overrides]
+        runs.append(run_once(args.data.resolve(), overrides))
+        for name, results in versus.items():
+            results.append(run_once(args.data.resolve(), [*overrides, *name.split()]))
     print(
         f"python train.py experiment=shakespeare_char data.path={args.data} "
         f"{' '.join(args.overrides)}"
@@ -132,6 +190,12 @@ def main() -> None:
         f"wall {wall:.1f} s, start-up included (target <= 80 s: "
         f"{'ok' if wall <= 80 else 'MISSED'})"
     )
+    if versus:
+        for name, results in versus.items():
+            print(f"\n{name}")
+            for index, r in enumerate(results, 1):
+                print(f"{index:>4}{r['wall_s']:>9.1f} s{r['val_loss']:>10.4f}{r['step']:>7}")
+        print_comparison(runs, versus)
     if args.bare_steps:
         bare = bare_tokens_per_s(args.bare_steps)
         print(

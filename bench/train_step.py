@@ -11,6 +11,9 @@ Candidates, same model (``models.transformer.Decoder``), same initial weights, s
 - ``lightning``: ``training.task.CausalLMTask`` trained by ``lightning.Trainer`` configured as
   train.py configures it (conf/trainer/cpu.yaml: gradient clipping 1.0, ``log_every_n_steps``
   10; no logger, no progress bar, no checkpointing, no model summary).
+- ``lightning muon``: the same with ``optim=muon`` (conf/optim/muon.yaml: ``torch.optim.Muon``
+  for the blocks' matrices, AdamW for the rest): its ratio to ``lightning`` is Muon's per-step
+  overhead.
 - ``bare``: a plain PyTorch loop written here: AdamW with the same two parameter groups
   (decay on matrices only), the same warmup-cosine LambdaLR, ``clip_grad_norm_(1.0)``,
   ``zero_grad(set_to_none=True)``, ``F.cross_entropy`` on the logits.
@@ -46,6 +49,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from conf.schema import OptimConfig
+from data.config import DataConfig
 from models.config import ModelConfig
 from models.transformer import Decoder
 from training.task import warmup_cosine
@@ -59,19 +64,21 @@ RUNS = {
 }
 
 
-def _compose(shape: str) -> tuple[dict, int, dict]:
+def _compose(shape: str, *extra: str) -> tuple[dict, int, dict]:
     """(model config dict, batch size, optim dict) exactly as train.py would compose them."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     overrides, vocab_size = RUNS[shape]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = OmegaConf.to_container(compose(config_name="config", overrides=overrides))
+        config = compose(config_name="config", overrides=[*overrides, *extra])
+        cfg = OmegaConf.to_container(config)
     model = {**cfg["model"], "vocab_size": vocab_size, "pad_token_id": 0}
     return model, cfg["data"]["batch_size"], cfg["optim"]
 
 
 SHAPES = {name: _compose(name) for name in RUNS}
+MUON_OPTIM = {name: _compose(name, "optim=muon")[2] for name in RUNS}  # optim=muon's optim
 TOTAL_STEPS = 2000  # the schedule's length: only its shape matters here
 
 
@@ -97,7 +104,9 @@ def loader(batches: list[dict[str, torch.Tensor]]) -> torch.utils.data.DataLoade
 # --------------------------------------------------------------------------- candidates
 
 
-def run_lightning(shape: str, steps: int, device: str, precision: str) -> list[float]:
+def run_lightning(
+    shape: str, steps: int, device: str, precision: str, muon: bool = False
+) -> list[float]:
     """Seconds per step of ``CausalLMTask`` under ``lightning.Trainer``, every step."""
     import lightning as L
     from lightning.pytorch.callbacks import Callback
@@ -115,13 +124,13 @@ def run_lightning(shape: str, steps: int, device: str, precision: str) -> list[f
                 torch.cuda.synchronize()
             self.ends.append(time.perf_counter())
 
-    _, _, optim = SHAPES[shape]
+    optim = MUON_OPTIM[shape] if muon else SHAPES[shape][2]
     torch.manual_seed(0)
     task = CausalLMTask(
-        model_config=model_config(shape).to_dict(),
-        optim_config=optim,
+        model_config=model_config(shape),
+        optim_config=OptimConfig(**optim),
         tokenizer_json="{}",
-        data_config={},
+        data_config=DataConfig(),
         chars_per_token={},
         total_steps=TOTAL_STEPS,
     )
@@ -196,11 +205,16 @@ def run_bare(
 
 CANDIDATES = {
     "lightning": run_lightning,
+    "lightning muon": functools.partial(run_lightning, muon=True),
     "bare": run_bare,
     "bare fused": functools.partial(run_bare, fused=True),
 }
 # (numerator, denominator, target): ratios measured in the same round
-RATIOS = [("lightning", "bare fused", 1.05), ("lightning", "bare", 1.05)]
+RATIOS = [
+    ("lightning", "bare fused", 1.05),
+    ("lightning", "bare", 1.05),
+    ("lightning muon", "lightning", 1.15),
+]
 
 
 # --------------------------------------------------------------------------- measurement

@@ -97,9 +97,20 @@ class LoggerConfig:
             raise ValueError(f"logger.mode={self.mode} must be offline or online")
 
 
+OPTIMIZERS = ("adamw", "muon")
+
+
 @dataclass
 class OptimConfig:
-    """AdamW with linear warmup then cosine decay: the ``optim`` block of conf/config.yaml."""
+    """The ``optim`` group (``conf/optim/adamw.yaml``, ``muon.yaml``): the optimiser and its
+    schedule, linear warmup then cosine decay, which scales every learning rate below.
+
+    kind: "adamw" (every parameter) or "muon" (Muon for the 2-D weight matrices inside the
+        blocks, AdamW for the embeddings, the tied head, norms and biases).
+    lr, weight_decay, beta1, beta2: AdamW's (decay on matrices only, never biases or norms).
+    muon_lr, muon_momentum, muon_weight_decay: Muon's; set for kind=muon only. Checkpoints
+        saved before the group existed lack kind and these: they were AdamW runs.
+    """
 
     lr: float
     weight_decay: float
@@ -107,9 +118,15 @@ class OptimConfig:
     beta2: float
     warmup_steps: int
     min_lr_ratio: float
+    kind: str = "adamw"
+    muon_lr: float | None = None
+    muon_momentum: float | None = None
+    muon_weight_decay: float | None = None
 
     def __post_init__(self) -> None:
         check_field_types(self, "optim.")
+        if self.kind not in OPTIMIZERS:
+            raise ValueError(f"optim.kind={self.kind} is unknown; choose optim=adamw or optim=muon")
         if not self.lr > 0:
             raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
         if self.weight_decay < 0:
@@ -122,6 +139,26 @@ class OptimConfig:
             raise ValueError(f"optim.warmup_steps={self.warmup_steps} must be >= 0")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+        muon_keys = ("muon_lr", "muon_momentum", "muon_weight_decay")
+        if self.kind == "adamw":
+            given = [f"optim.{k}" for k in muon_keys if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} set with optim=adamw; they are Muon's: add optim=muon "
+                    "or drop them"
+                )
+            return
+        missing = [f"optim.{k}" for k in muon_keys if getattr(self, k) is None]
+        if missing:
+            raise ValueError(
+                f"optim=muon needs {', '.join(missing)}; conf/optim/muon.yaml sets them"
+            )
+        if not self.muon_lr > 0:
+            raise ValueError(f"optim.muon_lr={self.muon_lr} must be > 0, e.g. 0.02")
+        if not 0 <= self.muon_momentum < 1:
+            raise ValueError(f"optim.muon_momentum={self.muon_momentum} must be in [0, 1)")
+        if self.muon_weight_decay < 0:
+            raise ValueError(f"optim.muon_weight_decay={self.muon_weight_decay} must be >= 0")
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The one multi-head attention module of tinylm, and the one function that builds its masks.
 
-Notation: B batch, H heads, T_q query length, T_k key length (cached keys included), D head
+Notation: B batch, H heads, H_kv key/value heads (H for multi-head, fewer for grouped-query,
+1 for multi-query attention), T_q query length, T_k key length (cached keys included), D head
 width, d_model = H * D.
 
 Mask convention (ARCHITECTURE.md, "The mask convention"): the user-facing padding mask is
@@ -18,14 +19,57 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.config import check_dropout, check_head_count
+from models.config import check_dropout, check_head_count, check_kv_heads, check_rotary_dim
+
+ROPE_BASE = 10000.0
+
+
+class RotaryEmbedding(nn.Module):
+    """The cos/sin tables of rotary position embeddings (RoPE, Su et al. 2021), computed once.
+
+    Position p rotates the pair of head dimensions (i, i + D/2) by the angle
+    p * ROPE_BASE^(-2i/D), i < D/2 (the half-split pairing of GPT-NeoX and Llama: two
+    contiguous halves, cheaper than interleaved pairs, and equivalent up to a fixed permutation
+    of the projection rows). Rotating queries and keys makes their dot product depend on the
+    distance between their positions only.
+    """
+
+    def __init__(self, head_dim: int, max_len: int) -> None:
+        super().__init__()
+        check_rotary_dim(head_dim)
+        # float64 angles: in float32, position x frequency loses ~1e-4 rad at a few thousand
+        # positions; the tables themselves are stored in the default dtype.
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # (D/2,)
+        angles = torch.arange(max_len, dtype=torch.float64)[:, None] * ROPE_BASE**-exponents
+        angles = torch.cat([angles, angles], dim=-1)  # (T_max, D): pair i's angle on both halves
+        dtype = torch.get_default_dtype()
+        # Not persistent: a function of the config, so checkpoints need not carry them.
+        self.register_buffer("cos", angles.cos().to(dtype), persistent=False)  # (T_max, D)
+        self.register_buffer("sin", angles.sin().to(dtype), persistent=False)  # (T_max, D)
+
+    def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """Positions [B|1, T] -> (cos, sin), [B|1, T, D] each, for ``MultiHeadAttention``."""
+        return F.embedding(positions, self.cos), F.embedding(positions, self.sin)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate each pair (x_i, x_{i + D/2}) of the last dimension by the angle of cos/sin
+    (broadcast against x)."""
+    # In x's dtype: under autocast x is half precision while the tables stay float32, and the
+    # rotated keys must match the values' dtype.
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., D)
+    return x * cos + rotated * sin
 
 
 class KVCache:
     """Preallocated keys and values of one attention layer for incremental decoding.
 
-    ``append`` writes the new keys/values after the cached ones and returns views of everything
-    cached so far, so decoding one token costs one copy of that token, not of the whole past.
+    It holds the key/value heads only (H_kv of them: fewer than the query heads under
+    grouped-query attention), keys already rotated when the model uses RoPE. ``append``
+    writes the new keys/values after the cached ones and returns views of everything cached
+    so far, so decoding one token costs one copy of that token, not of the whole past.
     """
 
     def __init__(
@@ -39,8 +83,8 @@ class KVCache:
         device: torch.device | str,
     ) -> None:
         shape = (batch_size, num_heads, max_len, head_dim)
-        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H, T_max, D)
-        self.values = torch.zeros(shape, dtype=dtype, device=device)  # (B, H, T_max, D)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, T_max, D)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, T_max, D)
         self.length = 0
 
     @property
@@ -57,7 +101,7 @@ class KVCache:
         self.keys[:, :, self.length : new_len] = keys
         self.values[:, :, self.length : new_len] = values
         self.length = new_len
-        return self.keys[:, :, :new_len], self.values[:, :, :new_len]  # (B, H, T_k, D) each
+        return self.keys[:, :, :new_len], self.values[:, :, :new_len]  # (B, H_kv, T_k, D) each
 
 
 def build_attention_mask(
@@ -126,15 +170,22 @@ class MultiHeadAttention(nn.Module):
 
     Parameter layout, so that a reference implementation's weights map one to one:
 
-    - self-attention (``d_context=None``): ``qkv_proj = Linear(d_in, 3 * d_model, bias=qkv_bias)``
-      with rows ordered [q; k; v]; within each block of d_model rows, head h owns rows
-      ``h * D : (h + 1) * D``. A fused ``Linear(H, 3H)`` (BERT style) copies in as is; separate
+    - self-attention (``d_context=None``):
+      ``qkv_proj = Linear(d_in, d_model + 2 * kv_dim, bias=qkv_bias)``, kv_dim = H_kv * D, with
+      rows ordered [q (d_model rows); k (kv_dim); v (kv_dim)]; within each block, head h owns
+      rows ``h * D : (h + 1) * D``. With H_kv = H (the default) that is ``Linear(d_in,
+      3 * d_model)``: a fused ``Linear(H, 3H)`` (BERT style) copies in as is; separate
       W_query / W_key / W_value weights are concatenated along rows in that order.
     - cross-attention (``d_context`` given): ``q_proj = Linear(d_in, d_model)``,
-      ``k_proj = Linear(d_context, d_model)``, ``v_proj = Linear(d_context, d_model)``, all with
+      ``k_proj = Linear(d_context, kv_dim)``, ``v_proj = Linear(d_context, kv_dim)``, all with
       ``bias=qkv_bias``; keys come from ``context``, values from ``value`` if given, else from
       ``context``.
     - ``out_proj = Linear(d_model, d_model)`` with bias, in both modes.
+
+    Grouped-query attention (``num_kv_heads`` < ``num_heads``; 1 = multi-query): query head h
+    attends with key/value head ``h // (H / H_kv)``, as SDPA's ``enable_gqa`` pairs them.
+    Rotary positions (``rotary=`` in forward, self-attention only) rotate queries and keys
+    before the KV cache, so the cache holds rotated keys.
 
     Dropout: ``attn_dropout`` on the attention probabilities, ``proj_dropout`` on the output
     projection; both default to ``dropout`` and are inactive in eval mode.
@@ -151,9 +202,12 @@ class MultiHeadAttention(nn.Module):
         qkv_bias: bool = True,
         attn_dropout: float | None = None,
         proj_dropout: float | None = None,
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
         check_head_count("d_model", d_model, num_heads)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        check_kv_heads(num_heads, num_kv_heads)
         attn_dropout = dropout if attn_dropout is None else attn_dropout
         proj_dropout = dropout if proj_dropout is None else proj_dropout
         for name, p in (
@@ -164,16 +218,18 @@ class MultiHeadAttention(nn.Module):
             check_dropout(name, p)
         self.d_model = d_model
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
         self.head_dim = d_model // num_heads
         self.d_in = d_model if d_in is None else d_in
         self.d_context = d_context
         self.attn_dropout = attn_dropout
+        kv_dim = num_kv_heads * self.head_dim
         if d_context is None:
-            self.qkv_proj = nn.Linear(self.d_in, 3 * d_model, bias=qkv_bias)
+            self.qkv_proj = nn.Linear(self.d_in, d_model + 2 * kv_dim, bias=qkv_bias)
         else:
             self.q_proj = nn.Linear(self.d_in, d_model, bias=qkv_bias)
-            self.k_proj = nn.Linear(d_context, d_model, bias=qkv_bias)
-            self.v_proj = nn.Linear(d_context, d_model, bias=qkv_bias)
+            self.k_proj = nn.Linear(d_context, kv_dim, bias=qkv_bias)
+            self.v_proj = nn.Linear(d_context, kv_dim, bias=qkv_bias)
         self.out_proj = nn.Linear(d_model, d_model)
         self.proj_dropout = nn.Dropout(proj_dropout)
 
@@ -193,7 +249,7 @@ class MultiHeadAttention(nn.Module):
         weight = self.out_proj.weight
         return KVCache(
             batch_size,
-            self.num_heads,
+            self.num_kv_heads,
             max_len,
             self.head_dim,
             dtype=dtype or weight.dtype,
@@ -211,6 +267,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         need_weights: bool = False,
         kv_cache: KVCache | None = None,
+        rotary: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` [B, T_q, d_in] to itself or to ``context`` [B, T_k, d_context].
 
@@ -220,13 +277,15 @@ class MultiHeadAttention(nn.Module):
         need_weights: also return the probabilities [B, H, T_q, T_k] (before dropout); this
             takes the plain path. Otherwise SDPA runs and no score matrix is materialised.
         kv_cache: self-attention only; the new keys/values are appended and all are attended.
+        rotary: self-attention only; (cos, sin) of each query's position, [B|1, T_q, D] each
+            (``RotaryEmbedding``): queries and keys are rotated by them (RoPE).
 
         A query with no key it may attend to gets zeros, in the output and the gradient.
         """
-        self._check_inputs(x, context, value, kv_cache)
+        self._check_inputs(x, context, value, kv_cache, rotary)
         batch_size, q_len, _ = x.shape
         if context is None:
-            q, k, v = self._split_heads(self.qkv_proj(x)).unbind(0)  # (B, H, T_q, D) each
+            q, k, v = self._self_attention_heads(x, rotary)
         else:
             if causal and context.shape[1] != q_len:
                 raise ValueError(
@@ -234,11 +293,11 @@ class MultiHeadAttention(nn.Module):
                     f"{context.shape[1]} and x has length {q_len}; causal cross-attention over "
                     "a context of another length is undefined, pass an explicit mask instead"
                 )
-            q = self._split_heads(self.q_proj(x))  # (B, H, T_q, D)
-            k = self._split_heads(self.k_proj(context))  # (B, H, T_k, D)
-            v = self._split_heads(self.v_proj(context if value is None else value))
+            q = self._heads(self.q_proj(x), self.num_heads)  # (B, H, T_q, D)
+            k = self._heads(self.k_proj(context), self.num_kv_heads)  # (B, H_kv, T_k, D)
+            v = self._heads(self.v_proj(context if value is None else value), self.num_kv_heads)
         if kv_cache is not None:
-            k, v = kv_cache.append(k, v)  # (B, H, T_k, D) each, past included
+            k, v = kv_cache.append(k, v)  # (B, H_kv, T_k, D) each, past included
         allowed, is_causal = build_attention_mask(
             batch_size=batch_size,
             num_heads=self.num_heads,
@@ -267,7 +326,13 @@ class MultiHeadAttention(nn.Module):
             context_vec, probs = self._plain_attention(q, k, v, allowed, is_causal, dropout_p)
         else:
             context_vec = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, dropout_p=dropout_p, is_causal=is_causal
+                q,
+                k,
+                v,
+                attn_mask=allowed,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+                enable_gqa=self.num_kv_heads != self.num_heads,
             )  # (B, H, T_q, D)
         if has_key is not None:
             context_vec = context_vec.masked_fill(~has_key, 0.0)
@@ -279,13 +344,27 @@ class MultiHeadAttention(nn.Module):
             probs = probs.masked_fill(~has_key, 0.0)
         return out, probs
 
-    def _split_heads(self, projected: Tensor) -> Tensor:
-        """[B, T, n * d_model] -> [n, B, H, T, D] (n = 3 for fused qkv, 1 otherwise)."""
-        batch_size, length, width = projected.shape
-        n = width // self.d_model
-        heads = projected.view(batch_size, length, n, self.num_heads, self.head_dim)
-        heads = heads.permute(2, 0, 3, 1, 4)  # (n, B, H, T, D)
-        return heads if n > 1 else heads[0]
+    def _self_attention_heads(
+        self, x: Tensor, rotary: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The fused projection of x [B, T, d_in] split into q [B, H, T, D] and k, v
+        [B, H_kv, T, D], queries and keys rotated when ``rotary`` is given."""
+        batch_size, length, _ = x.shape
+        qk_heads = self.num_heads + self.num_kv_heads
+        heads = self.qkv_proj(x).view(batch_size, length, qk_heads + self.num_kv_heads, -1)
+        qk, v = heads[:, :, :qk_heads], heads[:, :, qk_heads:]  # (B, T, H + H_kv | H_kv, D)
+        if rotary is not None:
+            cos, sin = rotary
+            # Queries and keys in one pass; [B|1, T, 1, D] broadcasts over their heads.
+            qk = apply_rotary(qk, cos[:, :, None], sin[:, :, None])  # (B, T, H + H_kv, D)
+        q, k = qk.transpose(1, 2).split([self.num_heads, self.num_kv_heads], dim=1)
+        return q, k, v.transpose(1, 2)  # (B, H, T, D), (B, H_kv, T, D), (B, H_kv, T, D)
+
+    def _heads(self, projected: Tensor, num_heads: int) -> Tensor:
+        """[B, T, n * D] -> [B, n, T, D] for n = ``num_heads``."""
+        batch_size, length, _ = projected.shape
+        heads = projected.view(batch_size, length, num_heads, self.head_dim)  # (B, T, n, D)
+        return heads.transpose(1, 2)  # (B, n, T, D)
 
     def _plain_attention(
         self,
@@ -297,6 +376,10 @@ class MultiHeadAttention(nn.Module):
         dropout_p: float,
     ) -> tuple[Tensor, Tensor]:
         """Explicit softmax(QK^T / sqrt(D)) V, returning the probabilities before dropout."""
+        if self.num_kv_heads != self.num_heads:
+            group = self.num_heads // self.num_kv_heads
+            k = k.repeat_interleave(group, dim=1)  # (B, H, T_k, D): head h uses h // group
+            v = v.repeat_interleave(group, dim=1)  # (B, H, T_k, D)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T_q, T_k)
         if is_causal:
             allowed = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
@@ -313,6 +396,7 @@ class MultiHeadAttention(nn.Module):
         context: Tensor | None,
         value: Tensor | None,
         kv_cache: KVCache | None,
+        rotary: tuple[Tensor, Tensor] | None,
     ) -> None:
         if x.dim() != 3 or x.shape[-1] != self.d_in:
             raise ValueError(
@@ -339,6 +423,11 @@ class MultiHeadAttention(nn.Module):
                 )
             if kv_cache is not None:
                 raise ValueError("kv_cache is for self-attention; cross-attention keys are fixed")
+            if rotary is not None:
+                raise ValueError(
+                    "rotary is for self-attention: queries and keys of a cross-attention have "
+                    "no common positions; leave rotary=None"
+                )
         elif context is not None or value is not None:
             raise ValueError(
                 "context/value given to a self-attention module; build it with "

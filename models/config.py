@@ -77,6 +77,28 @@ def check_head_count(width_name: str, width: int, num_heads: int) -> None:
     )
 
 
+def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
+    """Grouped-query attention shares each key/value head among num_heads / num_kv_heads
+    query heads, so the count must divide num_heads (shared by ``ModelConfig`` and
+    ``MultiHeadAttention``)."""
+    if num_kv_heads > 0 and num_heads % num_kv_heads == 0:
+        return
+    divisors = [h for h in range(1, num_heads + 1) if num_heads % h == 0]
+    raise ValueError(
+        f"num_kv_heads={num_kv_heads} does not divide num_heads={num_heads}; use one of "
+        f"{', '.join(map(str, divisors))} (1 = multi-query, {num_heads} = multi-head), or null"
+    )
+
+
+def check_rotary_dim(head_dim: int) -> None:
+    """RoPE rotates pairs of head dimensions, so the head width must be even."""
+    if head_dim % 2:
+        raise ValueError(
+            f"position=rope needs an even head dimension, but hidden_size / num_heads = "
+            f"{head_dim}; change hidden_size or num_heads, or use position=learned"
+        )
+
+
 def check_dropout(name: str, value: float) -> None:
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name}={value} is outside [0, 1); use e.g. 0.0 or 0.1")
@@ -99,7 +121,7 @@ def from_mapping(cls: type[T], values: dict[str, Any], prefix: str) -> T:
 
 
 NORMS = ("pre", "post")
-POSITIONS = ("learned", "sinusoidal")
+POSITIONS = ("learned", "sinusoidal", "rope")
 
 
 @dataclass
@@ -112,13 +134,18 @@ class ModelConfig:
     arch: "encoder" (bidirectional, MLM head) or "decoder" (causal, LM head).
     max_seq_len: longest sequence the position embeddings cover.
     hidden_size, num_layers, num_heads: width C, depth L and head count H (C % H == 0).
+    num_kv_heads: key/value heads H_kv for grouped-query attention (H % H_kv == 0; 1 =
+        multi-query); None means num_heads, plain multi-head attention (and the checkpoints
+        of versions without this key).
     intermediate_size: MLP hidden width; None means 4 * hidden_size.
     dropout: default rate for the three dropout sites below.
     attn_dropout / resid_dropout / embd_dropout: override ``dropout`` for the attention
         probabilities / the attention and MLP outputs / the embeddings when not None.
     norm: "pre" (GPT-2: LayerNorm before each sublayer, final LayerNorm) or "post" (original
         BERT: LayerNorm after each residual add, LayerNorm on the embeddings).
-    position: "learned" (a trained table) or "sinusoidal" (fixed, Vaswani et al.).
+    position: "learned" (a trained table), "sinusoidal" (fixed, Vaswani et al.), both added to
+        the embeddings, or "rope" (rotary: queries and keys rotated in every attention layer;
+        needs an even head width C / H).
     qkv_bias: bias on the fused query/key/value projection.
     tie_embeddings: the output projection shares the token-embedding matrix.
     type_vocab_size: number of token types (BERT segments) for the encoder; 0 = none.
@@ -132,6 +159,7 @@ class ModelConfig:
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
+    num_kv_heads: int | None = None
     intermediate_size: int | None = None
     dropout: float = 0.1
     attn_dropout: float | None = None
@@ -163,6 +191,10 @@ class ModelConfig:
                 "null for 4 * hidden_size"
             )
         check_head_count("hidden_size", self.hidden_size, self.num_heads)
+        if self.num_kv_heads is not None:
+            check_kv_heads(self.num_heads, self.num_kv_heads)
+        if self.position == "rope":
+            check_rotary_dim(self.hidden_size // self.num_heads)
         for name in ("dropout", "attn_dropout", "resid_dropout", "embd_dropout"):
             value = getattr(self, name)
             if value is not None:

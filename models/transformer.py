@@ -20,7 +20,8 @@ here: those belong to the training layer (``training/task.py``).
 Padding follows the mask convention of ARCHITECTURE.md: ``attention_mask`` [B, T] is 1 for
 real tokens, 0 for padding. Position ids count real tokens only, so a left-padded row gets
 the positions it would have without padding (and right padding changes nothing for the real
-tokens).
+tokens). ``ModelConfig.position`` adds learned or sinusoidal positions to the embeddings, or
+(``rope``) hands the same position ids to every attention layer as rotary cos/sin.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.attention import KVCache, MultiHeadAttention
+from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding
 from models.config import ModelConfig
 
 
@@ -84,7 +85,10 @@ def position_ids(
 
 
 class Embeddings(nn.Module):
-    """Token + position (+ token-type) embeddings, LayerNorm when post-LN (BERT), dropout."""
+    """Token + position (+ token-type) embeddings, LayerNorm when post-LN (BERT), dropout.
+
+    With rotary positions nothing positional is added here: the attention layers rotate.
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -92,10 +96,11 @@ class Embeddings(nn.Module):
         self.position: nn.Embedding | None = None
         if cfg.position == "learned":
             self.position = nn.Embedding(cfg.max_seq_len, cfg.hidden_size)
-        else:
-            # Not persistent: it is a function of the config, so checkpoints need not carry it.
+        table = None
+        if cfg.position == "sinusoidal":
             table = sinusoidal_table(cfg.max_seq_len, cfg.hidden_size)
-            self.register_buffer("sinusoid", table, persistent=False)
+        # Not persistent: it is a function of the config, so checkpoints need not carry it.
+        self.register_buffer("sinusoid", table, persistent=False)  # (T, C) or None
         self.token_type: nn.Embedding | None = None
         if cfg.type_vocab_size > 0:
             self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
@@ -110,7 +115,7 @@ class Embeddings(nn.Module):
         x = self.token(input_ids)  # (B, T, C)
         if self.position is not None:
             x = x + self.position(position_ids)  # (B|1, T, C) broadcast
-        else:
+        elif self.sinusoid is not None:
             x = x + F.embedding(position_ids, self.sinusoid)  # (B|1, T, C)
         if self.token_type is not None:
             if token_type_ids is None:  # BERT's default: every token is segment 0
@@ -147,6 +152,7 @@ class Block(nn.Module):
         self.attn = MultiHeadAttention(
             cfg.hidden_size,
             cfg.num_heads,
+            num_kv_heads=cfg.num_kv_heads,
             qkv_bias=cfg.qkv_bias,
             attn_dropout=cfg.attn_dropout_p,
             proj_dropout=cfg.resid_dropout_p,
@@ -162,6 +168,7 @@ class Block(nn.Module):
         *,
         need_weights: bool = False,
         kv_cache: KVCache | None = None,
+        rotary: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None)."""
         attn_in = self.attn_norm(x) if self.pre_norm else x
@@ -171,6 +178,7 @@ class Block(nn.Module):
             causal=self.causal,
             need_weights=need_weights,
             kv_cache=kv_cache,
+            rotary=rotary,
         )
         attended, probs = attended if need_weights else (attended, None)  # (B, T, C)
         if self.pre_norm:
@@ -233,6 +241,12 @@ class TransformerBase(nn.Module):
         self.config = cfg
         self.embeddings = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg, causal=self.causal) for _ in range(cfg.num_layers))
+        # One table for every layer: they rotate by the same positions.
+        self.rotary = (
+            RotaryEmbedding(cfg.hidden_size // cfg.num_heads, cfg.max_seq_len)
+            if cfg.position == "rope"
+            else None
+        )
         self.final_norm = (
             nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps) if cfg.norm == "pre" else None
         )
@@ -272,10 +286,13 @@ class TransformerBase(nn.Module):
             attention_mask, input_ids.shape[1], past_length, input_ids.device
         )  # (B|1, T)
         x = self.embeddings(input_ids, positions, token_type_ids)  # (B, T, C)
+        rotary = None if self.rotary is None else self.rotary(positions)  # 2 x (B|1, T, D)
         attentions = []
         for i, block in enumerate(self.blocks):
             cache = kv_caches[i] if kv_caches else None
-            x, probs = block(x, attention_mask, need_weights=output_attentions, kv_cache=cache)
+            x, probs = block(
+                x, attention_mask, need_weights=output_attentions, kv_cache=cache, rotary=rotary
+            )
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)

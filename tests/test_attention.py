@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import models.attention as attention_module
-from models.attention import KVCache, MultiHeadAttention, build_attention_mask
+from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding, build_attention_mask
 from tests.seed_references import Seed000SelfAttention, Seed003Attention, Seed004CausalAttention
 
 ATOL = 1e-5
@@ -146,6 +146,15 @@ def _case(name: str, seed: int = 0) -> tuple[MultiHeadAttention, dict, list[Tens
         ctx_padding = torch.tensor([[1] * 9, [1] * 5 + [0] * 4, [1] * 2 + [0] * 7])
         kwargs = {"context": context, "value": value, "attention_mask": ctx_padding}
         return module, kwargs, [x, context, value]
+    if name.startswith(("gqa_", "rope_gqa_")):
+        # Two query heads per key/value head, rotary positions counting real tokens.
+        module = MultiHeadAttention(D_MODEL, HEADS, d_in=12, num_kv_heads=2)
+        positions = (PADDING.cumsum(-1) - 1).clamp(min=0)  # (B, T)
+        rotary = (
+            RotaryEmbedding(D_MODEL // HEADS, T)(positions) if name.startswith("rope") else None
+        )
+        kwargs = {"causal": True, "attention_mask": PADDING, "rotary": rotary}
+        return module, kwargs, [x]
     module = MultiHeadAttention(D_MODEL, HEADS, d_in=12)
     explicit = torch.rand(B, HEADS, T, T) > 0.4  # (B, H, T, T), some rows entirely False
     explicit[0, 0, 0] = False
@@ -170,6 +179,8 @@ CASES = [
     "explicit_mask",
     "explicit_2d_mask",
     "explicit_padding_causal",
+    "gqa_causal_padding",
+    "rope_gqa_causal_padding",
 ]
 
 
@@ -484,6 +495,10 @@ def test_kv_cache_overflow_is_an_error() -> None:
             r"d_model=10 is not divisible by num_heads=3; valid head counts for 10: 1, 2, 5, 10",
         ),
         ({"d_model": 16, "num_heads": 0}, r"d_model=16 is not divisible by num_heads=0"),
+        (
+            {"d_model": 16, "num_heads": 4, "num_kv_heads": 3},
+            r"num_kv_heads=3 does not divide num_heads=4; use one of 1, 2, 4",
+        ),
         ({"d_model": 16, "num_heads": 4, "dropout": 1.0}, r"dropout=1.0 is outside \[0, 1\)"),
         (
             {"d_model": 16, "num_heads": 4, "attn_dropout": -0.1},
@@ -534,3 +549,7 @@ def test_forward_errors() -> None:
         cross(x)
     with pytest.raises(ValueError, match=r"kv_cache is for self-attention"):
         cross(x, context, kv_cache=module.init_cache(2, 10))
+    with pytest.raises(ValueError, match=r"rotary is for self-attention"):
+        cross(x, context, rotary=RotaryEmbedding(D_MODEL // HEADS, 6)(torch.arange(6)[None]))
+    with pytest.raises(ValueError, match=r"position=rope needs an even head dimension.* = 5"):
+        RotaryEmbedding(5, 8)

@@ -12,6 +12,11 @@ takes a softmax over the allowed scores q_i . k_j / sqrt(D), and sums the values
 weights; a query with no allowed key gets a zero context vector. The heads are concatenated in
 order and go through the output projection, as in "Attention Is All You Need".
 
+Grouped-query attention: the H query heads form H_kv consecutive groups, group g sharing key/
+value head g. Rotary positions (RoPE): before the scores, a query or key at position p has each
+pair of its dimensions (i, i + D/2) rotated by the angle p * 10000^(-2i / D), one 2x2 rotation
+at a time.
+
 Both of the module's paths are compared: SDPA (``need_weights=False``) and the explicit softmax
 (``need_weights=True``, which also returns the probabilities, compared too). Everything runs in
 float64 and eval mode (no dropout), so the tolerance can be tight.
@@ -27,11 +32,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from models.attention import MultiHeadAttention
+from models.attention import MultiHeadAttention, RotaryEmbedding
 
 DTYPE = torch.float64
 # float64 end to end: the two formulations differ only by summation order (~1e-16).
 ATOL = 1e-10
+# The module's rotary tables are float32 (the model's dtype), the oracle's angles float64.
+ROPE_ATOL = 1e-6
 B, D_MODEL, HEADS, D_IN, T = 3, 8, 2, 6, 6  # d_in != d_model so a transposed weight would fail
 PATHS = pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa", "plain"])
 
@@ -42,17 +49,20 @@ PATHS = pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa", "pla
 
 
 def _projections(module: MultiHeadAttention) -> dict[str, tuple[Tensor, Tensor | None]]:
-    """(weight [d_model, d_in_or_ctx], bias) of the q, k, v and output projections."""
-    d = module.d_model
+    """(weight [width, d_in_or_ctx], bias) of the q, k, v and output projections."""
     if module.is_cross_attention:
         linears = {"q": module.q_proj, "k": module.k_proj, "v": module.v_proj}
         weights = {name: (lin.weight, lin.bias) for name, lin in linears.items()}
     else:
-        # The fused layer's rows are [q; k; v], d_model rows each (documented layout).
+        # The fused layer's rows are [q (d_model rows); k; v (H_kv * D rows each)] (documented
+        # layout).
+        kv_dim = module.num_kv_heads * module.head_dim
         w, bias = module.qkv_proj.weight, module.qkv_proj.bias
+        bounds = {"q": (0, module.d_model), "k": (module.d_model, module.d_model + kv_dim)}
+        bounds["v"] = (module.d_model + kv_dim, module.d_model + 2 * kv_dim)
         weights = {
-            name: (w[n * d : (n + 1) * d], None if bias is None else bias[n * d : (n + 1) * d])
-            for n, name in enumerate("qkv")
+            name: (w[lo:hi], None if bias is None else bias[lo:hi])
+            for name, (lo, hi) in bounds.items()
         }
     weights["o"] = (module.out_proj.weight, module.out_proj.bias)
     return weights
@@ -65,6 +75,22 @@ def _project_head(
     rows = slice(head * head_dim, (head + 1) * head_dim)
     projected = inputs @ weight[rows].T
     return projected if bias is None else projected + bias[rows]
+
+
+def _rotate(vectors: Tensor, positions: Tensor) -> Tensor:
+    """RoPE from its definition: vectors [T, D] at positions [T], pair (i, i + D/2) turned by
+    position * 10000^(-2i / D)."""
+    half = vectors.shape[1] // 2
+    rows = []
+    for t in range(vectors.shape[0]):
+        first, second = [], []
+        for i in range(half):
+            angle = float(positions[t]) * 10000.0 ** (-2 * i / vectors.shape[1])
+            a, b = vectors[t, i], vectors[t, i + half]
+            first.append(a * math.cos(angle) - b * math.sin(angle))
+            second.append(a * math.sin(angle) + b * math.cos(angle))
+        rows.append(torch.stack(first + second))
+    return torch.stack(rows)  # (T, D)
 
 
 def _explicit_allows(mask: Tensor, b: int, h: int, i: int, j: int) -> bool:
@@ -83,12 +109,16 @@ def oracle_attention(
     attention_mask: Tensor | None = None,
     causal: bool = False,
     mask: Tensor | None = None,
+    positions: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Attention of queries from ``x`` [B, T_q, d_in] over keys projected from ``keys_from``
-    and values from ``values_from`` [B, T_k, *]. Returns (output [B, T_q, d_model],
-    probabilities [B, H, T_q, T_k]). Differentiable, so gradients can be compared too."""
+    and values from ``values_from`` [B, T_k, *]; with ``positions`` [B, T_k] (the keys'; the
+    queries are the last T_q) queries and keys are rotated (RoPE). Returns (output
+    [B, T_q, d_model], probabilities [B, H, T_q, T_k]). Differentiable, so gradients can be
+    compared too."""
     weights = _projections(module)
     num_heads, head_dim = module.num_heads, module.head_dim
+    group_size = num_heads // module.num_kv_heads  # query heads per key/value head
     batch, q_len, k_len = x.shape[0], x.shape[1], keys_from.shape[1]
     offset = k_len - q_len  # keys that precede the first query (a KV cache's contents)
     zero = x.new_zeros(())
@@ -97,8 +127,11 @@ def oracle_attention(
         heads, head_probs = [], []
         for h in range(num_heads):
             q = _project_head(x[b], *weights["q"], h, head_dim)  # (T_q, D)
-            k = _project_head(keys_from[b], *weights["k"], h, head_dim)  # (T_k, D)
-            v = _project_head(values_from[b], *weights["v"], h, head_dim)  # (T_k, D)
+            kv_head = h // group_size
+            k = _project_head(keys_from[b], *weights["k"], kv_head, head_dim)  # (T_k, D)
+            v = _project_head(values_from[b], *weights["v"], kv_head, head_dim)  # (T_k, D)
+            if positions is not None:
+                q, k = _rotate(q, positions[b, offset:]), _rotate(k, positions[b])
             rows, prob_rows = [], []
             for i in range(q_len):
                 allowed = []
@@ -146,23 +179,51 @@ class Case:
     module: MultiHeadAttention
     inputs: list[Tensor]  # x, then context and value for cross-attention; all require grad
     mask_kwargs: dict[str, Tensor | bool] = field(default_factory=dict)
+    positions: Tensor | None = None  # (B, T): rotary positions of the tokens
+
+    @property
+    def atol(self) -> float:
+        return ATOL if self.positions is None else ROPE_ATOL
 
     def forward(self, need_weights: bool) -> tuple[Tensor, Tensor | None]:
         x, *rest = self.inputs
         extra = {} if not rest else {"context": rest[0], "value": rest[1]}
+        if self.positions is not None:
+            extra["rotary"] = _rotary_tables(self.module, self.positions)
         out = self.module(x, **extra, **self.mask_kwargs, need_weights=need_weights)
         return out if need_weights else (out, None)
 
     def oracle(self) -> tuple[Tensor, Tensor]:
         x, *rest = self.inputs
         keys_from, values_from = (x, x) if not rest else (rest[0], rest[1])
-        return oracle_attention(self.module, x, keys_from, values_from, **self.mask_kwargs)
+        return oracle_attention(
+            self.module, x, keys_from, values_from, **self.mask_kwargs, positions=self.positions
+        )
 
 
-def _self_case(**mask_kwargs: Tensor | bool) -> Case:
-    module = MultiHeadAttention(D_MODEL, HEADS, d_in=D_IN).to(DTYPE).eval()
+def _rotary_tables(module: MultiHeadAttention, positions: Tensor) -> tuple[Tensor, Tensor]:
+    """The module's input for rotary positions [B, T]: (cos, sin), [B, T, D] each."""
+    tables = RotaryEmbedding(module.head_dim, int(positions.max()) + 1).to(DTYPE)
+    return tables(positions)
+
+
+# Rotary positions as the models count them: real tokens only (row 2 is left padded), and
+# row 1 continues at position 3 as after a cached prefix.
+POSITIONS = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 4, 5, 6, 7, 8], [0, 0, 0, 1, 2, 3]])
+
+
+def _self_case(
+    num_heads: int = HEADS,
+    num_kv_heads: int | None = None,
+    positions: Tensor | None = None,
+    **mask_kwargs: Tensor | bool,
+) -> Case:
+    # With four heads D_MODEL would leave 2 dimensions per head, one rotary pair: use 16.
+    d_model = D_MODEL * num_heads // HEADS
+    module = MultiHeadAttention(d_model, num_heads, d_in=D_IN, num_kv_heads=num_kv_heads)
+    module = module.to(DTYPE).eval()
     x = torch.randn(B, T, D_IN, dtype=DTYPE, requires_grad=True)
-    return Case(module, [x], mask_kwargs)
+    return Case(module, [x], mask_kwargs, positions)
 
 
 def _random_mask(*shape: int) -> Tensor:
@@ -207,6 +268,14 @@ CASES: dict[str, Callable[[], Case]] = {
     "fully_masked_rows": _fully_masked_rows,
     "cross_padding": lambda: _cross(explicit=False),
     "cross_explicit_padding": lambda: _cross(explicit=True),
+    "mqa_causal_padding": lambda: _self_case(num_kv_heads=1, attention_mask=PADDING, causal=True),
+    "gqa_explicit_padding": lambda: _self_case(
+        num_heads=4, num_kv_heads=2, mask=_random_mask(B, 4, T, T), attention_mask=PADDING
+    ),
+    "rope_padding": lambda: _self_case(positions=POSITIONS, attention_mask=PADDING),
+    "rope_gqa_causal_padding": lambda: _self_case(
+        num_heads=4, num_kv_heads=2, positions=POSITIONS, attention_mask=PADDING, causal=True
+    ),
 }
 
 
@@ -217,9 +286,9 @@ def test_matches_oracle_with_gradients(name: str, need_weights: bool) -> None:
     case = CASES[name]()
     out, probs = case.forward(need_weights)
     expected_out, expected_probs = case.oracle()
-    torch.testing.assert_close(out, expected_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(out, expected_out, atol=case.atol, rtol=0)
     if need_weights:
-        torch.testing.assert_close(probs, expected_probs, atol=ATOL, rtol=0)
+        torch.testing.assert_close(probs, expected_probs, atol=case.atol, rtol=0)
 
     # Gradients of the same loss through both, w.r.t. every input and parameter.
     grad_out = torch.randn_like(out)
@@ -228,7 +297,7 @@ def test_matches_oracle_with_gradients(name: str, need_weights: bool) -> None:
     reference = torch.autograd.grad(expected_out, case.inputs + params, grad_out)
     for got, want in zip(ours, reference, strict=True):
         assert torch.isfinite(got).all()
-        torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+        torch.testing.assert_close(got, want, atol=case.atol, rtol=0)
 
 
 @PATHS
@@ -255,11 +324,17 @@ PREFIX, CHUNK = 4, 3
 
 
 @PATHS
-@pytest.mark.parametrize("variant", ["causal", "causal_padding", "causal_padding_explicit"])
+@pytest.mark.parametrize(
+    "variant", ["causal", "causal_padding", "causal_padding_explicit", "causal_padding_rope_gqa"]
+)
 @torch.no_grad()
 def test_kv_cache_chunk_matches_oracle(variant: str, need_weights: bool) -> None:
     torch.manual_seed(0)
-    module = MultiHeadAttention(D_MODEL, HEADS, d_in=D_IN).to(DTYPE).eval()
+    rope_gqa = variant.endswith("rope_gqa")
+    heads, kv_heads = (4, 2) if rope_gqa else (HEADS, None)
+    d_model = D_MODEL * heads // HEADS
+    module = MultiHeadAttention(d_model, heads, d_in=D_IN, num_kv_heads=kv_heads)
+    module = module.to(DTYPE).eval()
     total = PREFIX + CHUNK
     x = torch.randn(B, total, D_IN, dtype=DTYPE)  # (B, T_k, d_in): prefix, then the chunk
     padding = None
@@ -267,6 +342,11 @@ def test_kv_cache_chunk_matches_oracle(variant: str, need_weights: bool) -> None
         # Left padding reaching into the chunk for row 2; one padded key mid-sequence in row 1.
         padding = torch.tensor([[1] * total, [1, 1, 0, 1, 1, 1, 1], [0] * 5 + [1, 1]])
     explicit = _random_mask(B, HEADS, CHUNK, total) if variant.endswith("explicit") else None
+    # Real tokens counted, as the models do; the cache holds keys rotated at these positions.
+    positions = (padding.cumsum(-1) - 1).clamp(min=0) if rope_gqa else None  # (B, T_k)
+
+    def rotary(start: int, end: int) -> tuple[Tensor, Tensor] | None:
+        return None if positions is None else _rotary_tables(module, positions[:, start:end])
 
     cache = module.init_cache(B, max_len=total + 1)
     assert cache.keys.dtype == DTYPE
@@ -279,8 +359,10 @@ def test_kv_cache_chunk_matches_oracle(variant: str, need_weights: bool) -> None
             attention_mask=step_mask,
             kv_cache=cache,
             need_weights=need_weights,
+            rotary=rotary(start, end),
         )
     assert cache.length == PREFIX
+    assert cache.keys.shape[1] == module.num_kv_heads
     result = module(
         x[:, PREFIX:],
         causal=True,
@@ -288,18 +370,27 @@ def test_kv_cache_chunk_matches_oracle(variant: str, need_weights: bool) -> None
         mask=explicit,
         kv_cache=cache,
         need_weights=need_weights,
+        rotary=rotary(PREFIX, total),
     )
     out, probs = result if need_weights else (result, None)
 
     # The oracle sees all keys at once; offset = PREFIX comes from T_k - T_q.
     expected_out, expected_probs = oracle_attention(
-        module, x[:, PREFIX:], x, x, attention_mask=padding, causal=True, mask=explicit
+        module,
+        x[:, PREFIX:],
+        x,
+        x,
+        attention_mask=padding,
+        causal=True,
+        mask=explicit,
+        positions=positions,
     )
-    assert out.shape == (B, CHUNK, D_MODEL)
-    torch.testing.assert_close(out, expected_out, atol=ATOL, rtol=0)
+    atol = ATOL if positions is None else ROPE_ATOL
+    assert out.shape == (B, CHUNK, d_model)
+    torch.testing.assert_close(out, expected_out, atol=atol, rtol=0)
     if need_weights:
-        assert probs.shape == (B, HEADS, CHUNK, total)
-        torch.testing.assert_close(probs, expected_probs, atol=ATOL, rtol=0)
+        assert probs.shape == (B, heads, CHUNK, total)
+        torch.testing.assert_close(probs, expected_probs, atol=atol, rtol=0)
     # The oracle's own bottom-right alignment, spelled out: the chunk's first query (absolute
     # position PREFIX) sees every real cached key and itself, never the two keys after it.
     first_row = expected_probs[0, :, 0]  # (H, T_k), batch row 0 has no padding

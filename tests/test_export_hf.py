@@ -224,6 +224,11 @@ def test_settings_without_exact_equivalent_are_refused(
         check_exportable(ModelConfig(vocab_size=300, arch="decoder", norm="post"))
     with pytest.raises(ValueError, match=r"model.norm=pre \(BERT is post-LN\)"):
         check_exportable(ModelConfig(vocab_size=300, arch="encoder", norm="pre"))
+    with pytest.raises(ValueError, match=r"model.position=rope \(GPT-2 adds a learned position"):
+        check_exportable(ModelConfig(vocab_size=300, arch="decoder", position="rope"))
+    with pytest.raises(ValueError, match=r"model.num_kv_heads=1 \(BERT has one key/value head"):
+        check_exportable(ModelConfig(vocab_size=300, arch="encoder", norm="post", num_kv_heads=1))
+    check_exportable(ModelConfig(vocab_size=300, arch="decoder", num_kv_heads=4))  # = num_heads
     # Through the mode: an encoder whose embedding dropout differs from the residual one.
     checkpoint = torch.load(tiny_checkpoints["encoder"], weights_only=True)
     checkpoint["hyper_parameters"]["model_config"]["embd_dropout"] = 0.3

@@ -38,6 +38,16 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
     return build_model(tiny_config(arch, **overrides)).eval()
 
 
+# The position and key/value-head options that change the attention's inputs: every cache,
+# padding and generation test runs with each.
+VARIANTS = [
+    pytest.param({}, id="learned"),
+    pytest.param({"position": "rope"}, id="rope"),
+    pytest.param({"position": "rope", "num_kv_heads": 2}, id="rope_gqa"),
+    pytest.param({"num_kv_heads": 1}, id="mqa"),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # Config
 
@@ -57,7 +67,10 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
         ({"embd_dropout": 2.0}, r"embd_dropout=2.0 is outside"),
         ({"arch": "gpt"}, "arch='gpt' is unknown; choose one of: encoder, decoder"),
         ({"norm": "sandwich"}, "norm='sandwich' is unknown; choose one of: pre, post"),
-        ({"position": "rope"}, "position='rope' is unknown; choose one of: learned, sinusoidal"),
+        (
+            {"position": "alibi"},
+            "position='alibi' is unknown; choose one of: learned, sinusoidal, rope",
+        ),
         ({"vocab_size": 0}, "vocab_size=0 must be a positive integer"),
         ({"pad_token_id": -1}, "pad_token_id=-1 is outside the vocabulary"),
         ({"layer_norm_eps": None}, "layer_norm_eps is None; expected float"),
@@ -73,6 +86,15 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
         ({"num_layers": 2.5}, "num_layers=2.5 has type float; expected int"),
         ({"num_layers": True}, "num_layers=True has type bool; expected int"),
         ({"qkv_bias": "yes"}, "qkv_bias='yes' has type str; expected bool"),
+        (
+            {"num_kv_heads": 3},
+            r"num_kv_heads=3 does not divide num_heads=4; use one of 1, 2, 4 \(1 = multi-query",
+        ),
+        ({"num_kv_heads": 0}, "num_kv_heads=0 does not divide num_heads=4"),
+        (
+            {"position": "rope", "hidden_size": 36, "num_heads": 4},
+            "position=rope needs an even head dimension, but hidden_size / num_heads = 9",
+        ),
     ],
 )
 def test_config_errors_say_how_to_fix(overrides: dict[str, Any], match: str) -> None:
@@ -138,10 +160,11 @@ def expected_parameters(cfg: ModelConfig, exclude_embeddings: bool = False) -> i
     mlp_width = cfg.mlp_size
     layer_norm = 2 * C
     token = V * C
-    position = T * C if cfg.position == "learned" else 0  # sinusoidal is a buffer
+    position = T * C if cfg.position == "learned" else 0  # sinusoidal and rope: buffers
     token_type = cfg.type_vocab_size * C
     embeddings = token + position + token_type + (layer_norm if cfg.norm == "post" else 0)
-    attention = C * 3 * C + (3 * C if cfg.qkv_bias else 0) + C * C + C  # qkv + out_proj
+    qkv = C + 2 * (cfg.num_kv_heads or cfg.num_heads) * (C // cfg.num_heads)  # q, k, v widths
+    attention = C * qkv + (qkv if cfg.qkv_bias else 0) + C * C + C  # qkv + out_proj
     mlp = C * mlp_width + mlp_width + mlp_width * C + C
     block = attention + mlp + 2 * layer_norm
     final_norm = layer_norm if cfg.norm == "pre" else 0
@@ -167,6 +190,8 @@ COUNT_CASES = [
         position="sinusoidal",
         intermediate_size=48,
     ),
+    dict(arch="decoder", position="rope", num_kv_heads=2),
+    dict(arch="encoder", position="rope", num_kv_heads=1),
 ]
 
 
@@ -236,9 +261,12 @@ def test_init_follows_gpt2() -> None:
 # Masks: causality and padding
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("output_attentions", [False, True])  # SDPA path and plain path
-def test_decoder_future_tokens_never_change_the_past(output_attentions: bool) -> None:
-    model = tiny_model("decoder")
+def test_decoder_future_tokens_never_change_the_past(
+    output_attentions: bool, variant: dict[str, Any]
+) -> None:
+    model = tiny_model("decoder", **variant)
     ids = torch.randint(0, VOCAB, (2, 12))
 
     def logits_of(x: torch.Tensor) -> torch.Tensor:
@@ -255,7 +283,12 @@ def test_decoder_future_tokens_never_change_the_past(output_attentions: bool) ->
 
 
 @pytest.mark.parametrize(
-    "overrides", [dict(), dict(norm="pre", position="sinusoidal", type_vocab_size=2)]
+    "overrides",
+    [
+        dict(),
+        dict(norm="pre", position="sinusoidal", type_vocab_size=2),
+        dict(position="rope", num_kv_heads=2),
+    ],
 )
 def test_encoder_padding_does_not_change_real_tokens(overrides: dict[str, Any]) -> None:
     model = tiny_model("encoder", **overrides)
@@ -268,12 +301,47 @@ def test_encoder_padding_does_not_change_real_tokens(overrides: dict[str, Any]) 
     assert not torch.allclose(model(padded)[:, :5], alone, atol=1e-3)
 
 
-def test_decoder_left_padding_gets_unpadded_positions() -> None:
-    model = tiny_model("decoder")
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_decoder_left_padding_gets_unpadded_positions(variant: dict[str, Any]) -> None:
+    model = tiny_model("decoder", **variant)
     ids = torch.randint(0, VOCAB, (1, 6))
     padded = torch.cat([torch.randint(0, VOCAB, (1, 3)), ids], dim=1)
     mask = torch.tensor([[0, 0, 0] + [1] * 6])
     torch.testing.assert_close(model(padded, mask)[:, 3:], model(ids), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("padding", [False, True])
+@pytest.mark.parametrize("chunks", [[1] * 9, [4, 3, 2]], ids=["tokens", "chunks"])
+def test_kv_cache_chunks_match_the_full_pass(
+    chunks: list[int], padding: bool, variant: dict[str, Any]
+) -> None:
+    model = tiny_model("decoder", **variant)
+    ids = torch.randint(0, VOCAB, (2, 9))
+    mask = torch.tensor([[1] * 9, [0] * 3 + [1] * 6]) if padding else None  # left padding
+    full = model(ids, mask)  # (B, T, V)
+    caches = model.init_caches(2)
+    pieces, start = [], 0
+    for size in chunks:
+        end = start + size
+        step_mask = None if mask is None else mask[:, :end]  # covers the cached tokens too
+        pieces.append(model(ids[:, start:end], step_mask, kv_caches=caches))
+        start = end
+    # The cache holds the key/value heads only.
+    assert caches[0].keys.shape[1] == (variant.get("num_kv_heads") or 4)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-5)
+
+
+def test_checkpoint_without_num_kv_heads_loads_to_the_same_logits() -> None:
+    """Configs saved before num_kv_heads existed lack the key: the default is multi-head."""
+    model = tiny_model("decoder")
+    old = model.config.to_dict()
+    del old["num_kv_heads"]
+    ids = torch.randint(0, VOCAB, (2, 9))
+    for restored_config in (ModelConfig.from_dict(old), tiny_config(num_kv_heads=4)):
+        restored = build_model(restored_config).eval()
+        restored.load_state_dict(model.state_dict())
+        torch.testing.assert_close(restored(ids), model(ids), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
@@ -309,9 +377,12 @@ def greedy_reference(model: Decoder, ids: torch.Tensor, steps: int) -> torch.Ten
     return ids
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_batched_left_padded_generation_equals_one_by_one(use_cache: bool) -> None:
-    model = tiny_model("decoder")
+def test_batched_left_padded_generation_equals_one_by_one(
+    use_cache: bool, variant: dict[str, Any]
+) -> None:
+    model = tiny_model("decoder", **variant)
     prompts = [torch.randint(0, VOCAB, (n,)) for n in (3, 7, 5)]
     width = max(len(p) for p in prompts)
     batch = torch.zeros(3, width, dtype=torch.long)
@@ -337,8 +408,11 @@ def test_batched_left_padded_generation_equals_one_by_one(use_cache: bool) -> No
         dict(temperature=1.5, top_k=100, top_p=0.5),
     ],
 )
-def test_cached_and_uncached_generation_agree(sampling: dict[str, Any]) -> None:
-    model = tiny_model("decoder")
+@pytest.mark.parametrize("variant", VARIANTS[1:])
+def test_cached_and_uncached_generation_agree(
+    sampling: dict[str, Any], variant: dict[str, Any]
+) -> None:
+    model = tiny_model("decoder", **variant)
     prompt = torch.randint(0, VOCAB, (2, 4))
     outs = [
         model.generate(

@@ -28,14 +28,17 @@ RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24", "trainer.va
 
 
 # SIGINT in process is slow-marked: Ctrl-C is also proven through train.py below.
+# optim=muon: both optimisers' states (Muon's momentum, AdamW's moments) must come back.
+@pytest.mark.parametrize("optim", ["adamw", "muon"])
 @pytest.mark.parametrize(
     "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
 )
-def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum) -> None:
-    full = run(make_cfg(*RESUME, output_dir=tmp_path / "full"))
+def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum, optim) -> None:
+    settings = [*RESUME, f"optim={optim}"]
+    full = run(make_cfg(*settings, output_dir=tmp_path / "full"))
 
     with pytest.raises(Interrupted, match=rf"{signal.Signals(signum).name} at step 11") as err:
-        run(make_cfg(*RESUME, output_dir=tmp_path / "cut"), [SignalAtStep(11, signum)])
+        run(make_cfg(*settings, output_dir=tmp_path / "cut"), [SignalAtStep(11, signum)])
     assert err.value.exit_code == 128 + signum
     last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
     saved = torch.load(last, weights_only=True)
@@ -43,7 +46,7 @@ def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum) ->
     status = json.loads((tmp_path / "cut" / "metrics.json").read_text())
     assert status["status"] == "interrupted" and status["resume_ckpt"] == str(last)
 
-    resumed = run(make_cfg(*RESUME, f"ckpt_path={last}", output_dir=tmp_path / "resumed"))
+    resumed = run(make_cfg(*settings, f"ckpt_path={last}", output_dir=tmp_path / "resumed"))
     assert resumed["step"] == full["step"] == 24
     # Exact to float noise: without the RNG states restored the gap is ~4e-5 (dropout masks).
     assert resumed["val_loss"] == pytest.approx(full["val_loss"], abs=1e-6)
@@ -238,6 +241,11 @@ CONFIG_ERRORS = [
     (["data.tokenizer=bpee"], r"data.tokenizer='bpee' is not a tokenizer kind"),
     (["trainer.max_steps=0"], r"trainer.max_steps=0"),
     (["trainer.precision=8"], r"trainer.precision=8 is not one of"),
+    (["optim.kind=sgd"], r"optim.kind=sgd is unknown; choose optim=adamw or optim=muon"),
+    (["+optim.muon_lr=0.02"], r"optim.muon_lr set with optim=adamw; .* add optim=muon or drop"),
+    (["optim=muon", "~optim.muon_lr"], r"optim=muon needs optim.muon_lr; conf/optim/muon.yaml"),
+    (["optim=muon", "optim.muon_lr=0"], r"optim.muon_lr=0(\.0)? must be > 0"),
+    (["optim=muon", "optim.muon_momentum=1"], r"optim.muon_momentum=1(\.0)? must be in \[0, 1\)"),
     (["optim.lr=0"], r"optim.lr=0(\.0)? must be > 0"),
     (["optim.beta1=1.0"], r"optim.beta1=1.0 must be in \[0, 1\)"),
     (["logger.kind=mlflow"], r"logger=mlflow is unknown; choose logger=wandb, tensorboard"),
@@ -353,6 +361,19 @@ def test_resuming_with_the_other_architecture_is_refused(tiny_ckpt, make_cfg) ->
         run(make_cfg("model=bert", *TINY[1:5], f"ckpt_path={tiny_ckpt}"))
     with pytest.raises(ValueError, match=r"model.max_seq_len=64 \(checkpoint: 32\)"):
         run(make_cfg("model.max_seq_len=64", f"ckpt_path={tiny_ckpt}"))
+
+
+def test_resuming_with_the_other_optimiser_is_refused(tiny_ckpt, tmp_path, make_cfg) -> None:
+    refused = r"trained with optim=adamw .* asks for optim=muon; resume with optim=adamw"
+    with pytest.raises(ValueError, match=refused):
+        run(make_cfg("optim=muon", f"ckpt_path={tiny_ckpt}"))
+    # A checkpoint saved before optim had a kind was an AdamW run.
+    old = tmp_path / "old.ckpt"
+    checkpoint = torch.load(tiny_ckpt, weights_only=True)
+    del checkpoint["hyper_parameters"]["optim_config"]["kind"]
+    torch.save(checkpoint, old)
+    with pytest.raises(ValueError, match=refused):
+        run(make_cfg("optim=muon", f"ckpt_path={old}"))
 
 
 def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) -> None:

@@ -22,10 +22,18 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from data.cache import write_atomically
 
 DIVERGENCE_HINT = (
-    "Likely causes: a learning rate too high (optim.lr={lr}; try 3x smaller, or a longer "
+    "Likely causes: a learning rate too high ({rates}; try 3x smaller, or a longer "
     "optim.warmup_steps), or fp16 overflow (use trainer.precision=bf16-mixed or 32-true). "
     "Nothing was saved after the divergence: the last checkpoint is intact."
 )
+
+
+def divergence_hint(optim_config: dict[str, Any]) -> str:
+    """DIVERGENCE_HINT with the run's learning rates (AdamW's, and Muon's under optim=muon)."""
+    rates = f"optim.lr={optim_config.get('lr')}"
+    if optim_config.get("muon_lr") is not None:
+        rates += f", optim.muon_lr={optim_config['muon_lr']}"
+    return DIVERGENCE_HINT.format(rates=rates)
 
 
 def rng_states() -> dict[str, Any]:
@@ -95,11 +103,11 @@ def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
         and not bool(torch.isfinite(value).all())
     ]
     if bad:
-        lr = checkpoint.get("hyper_parameters", {}).get("optim_config", {}).get("lr")
+        optim_config = checkpoint.get("hyper_parameters", {}).get("optim_config", {})
         raise FloatingPointError(
             f"not saving {path}: weights {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
             f"hold NaN/Inf at step {checkpoint.get('global_step')}. "
-            f"{DIVERGENCE_HINT.format(lr=lr)}"
+            f"{divergence_hint(optim_config)}"
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from conf.schema import Settings
+from conf.schema import OptimConfig, Settings
 from models.config import ModelConfig
 from models.transformer import build_model
 
@@ -184,6 +184,19 @@ def check_resume_model(ckpt: str | Path, trained: dict[str, Any], requested: Mod
         f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
         "checkpoint's model.* settings, or start a new run without ckpt_path"
     )
+
+
+def check_resume_optim(ckpt: str | Path, trained: dict[str, Any], requested: OptimConfig) -> None:
+    """The checkpoint's optimiser state fits one kind of optimiser: resuming with the other
+    would fail deep inside Lightning, so it is refused here, before any data. Checkpoints
+    saved before ``optim`` had a kind were AdamW runs."""
+    kind = trained.get("kind", "adamw")
+    if kind != requested.kind:
+        raise ValueError(
+            f"ckpt_path={ckpt} was trained with optim={kind} and holds its optimiser state, "
+            f"but this run asks for optim={requested.kind}; resume with optim={kind}, or start "
+            "a new run without ckpt_path"
+        )
 
 
 def check_no_model_overrides(settings: Settings, ckpt: str | Path) -> None:

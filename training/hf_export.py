@@ -55,6 +55,13 @@ def check_exportable(cfg: ModelConfig) -> None:
             f"model.embd_dropout={cfg.embd_dropout_p} differs from the residual dropout "
             f"{cfg.resid_dropout_p} (BERT has one hidden_dropout_prob for both)"
         )
+    if cfg.position == "rope":
+        problems.append(f"model.position=rope ({family} adds a learned position table)")
+    if cfg.num_kv_heads not in (None, cfg.num_heads):
+        problems.append(
+            f"model.num_kv_heads={cfg.num_kv_heads} ({family} has one key/value head per "
+            f"query head, {cfg.num_heads})"
+        )
     if problems:
         raise ValueError(
             f"this {cfg.arch} has no exact {family} equivalent: {'; '.join(problems)}. "

@@ -25,7 +25,8 @@ from data.collate import IGNORE_INDEX
 from data.config import DataConfig
 from models.config import ModelConfig
 from models.transformer import build_model
-from training.callbacks import DIVERGENCE_HINT, rng_states, set_rng_states
+from training.callbacks import divergence_hint, rng_states, set_rng_states
+from training.optim import build_optimizer
 
 
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -112,7 +113,7 @@ class LanguageModelTask(L.LightningModule):
         if (logging_step or self.device.type == "cpu") and not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss became {loss.item()} at step {self.global_step}. "
-                f"{DIVERGENCE_HINT.format(lr=self.optim.lr)}"
+                f"{divergence_hint(self.hparams['optim_config'])}"
             )
         if logging_step:
             self.log("train/loss", loss, prog_bar=True)
@@ -194,7 +195,7 @@ class LanguageModelTask(L.LightningModule):
             # Stop before ModelCheckpoint saves these weights as last.ckpt.
             raise FloatingPointError(
                 f"validation loss became {loss.item()} at step {self.global_step}: the weights "
-                f"diverged. {DIVERGENCE_HINT.format(lr=self.optim.lr)}"
+                f"diverged. {divergence_hint(self.hparams['optim_config'])}"
             )
         # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
         # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
@@ -212,23 +213,13 @@ class LanguageModelTask(L.LightningModule):
         return {}
 
     def configure_optimizers(self) -> dict[str, Any]:
-        # Weight decay on matrices (linear weights, embeddings) only, never biases or norms.
-        params = [p for p in self.parameters() if p.requires_grad]
-        decay = [p for p in params if p.dim() >= 2]
-        no_decay = [p for p in params if p.dim() < 2]
-        optimizer = torch.optim.AdamW(
-            [
-                {"params": decay, "weight_decay": self.optim.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0},
-            ],
-            lr=self.optim.lr,
-            betas=(self.optim.beta1, self.optim.beta2),
-            # One fused kernel instead of a loop over tensors: ~1 ms a step at small shapes.
-            fused=self.device.type in ("cpu", "cuda"),
+        optimizer = build_optimizer(
+            self, self.model.blocks, self.optim, fused=self.device.type in ("cpu", "cuda")
         )
         # None: the Trainer's own count of optimiser steps (max_steps, or epochs x batches,
         # divided by gradient accumulation and by the DDP world size).
         total_steps = self.hparams["total_steps"] or int(self.trainer.estimated_stepping_batches)
+        # One multiplier for every group: with optim=muon, Muon's and AdamW's rates alike.
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: warmup_cosine(
