@@ -103,3 +103,23 @@ def count_tokenizer_training(path: str) -> None:
         return train_tokenizer(*args, **kwargs)
 
     data.tokenizer.train_tokenizer = counted
+
+
+class MeetOtherJobs(L.Callback):
+    """At the start of training, mark this job present in ``directory`` and wait until
+    ``jobs`` jobs are (or ``patience_s`` passes): jobs that really run side by side all get
+    through at once, so their training overlaps however slowly each one started."""
+
+    def __init__(self, directory: str, jobs: int, patience_s: float = 300.0) -> None:
+        self.directory = Path(directory)
+        self.jobs = jobs
+        self.patience_s = patience_s
+
+    def on_train_start(self, trainer: L.Trainer, *args: object) -> None:
+        import time
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / str(os.getpid())).touch()
+        deadline = time.monotonic() + self.patience_s
+        while len(list(self.directory.iterdir())) < self.jobs and time.monotonic() < deadline:
+            time.sleep(0.05)

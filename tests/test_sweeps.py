@@ -134,6 +134,13 @@ def test_an_all_failed_cell_is_marked_failed(tmp_path: Path) -> None:
 
 def test_seed_sweep_in_parallel_jobs_aggregates_and_overlaps(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
+    # Each job waits at its first step for the other: run side by side, both go on at once
+    # (however slowly a worker started); run one after the other, the first would wait alone.
+    meet = tmp_path / "present"
+    wrapper = (
+        "from tests.faults import MeetOtherJobs, main_with\n"
+        f"main_with(MeetOtherJobs({str(meet)!r}, 2))\n"
+    )
     proc = train_py(
         "-m",
         *TINY,
@@ -144,8 +151,10 @@ def test_seed_sweep_in_parallel_jobs_aggregates_and_overlaps(tmp_path: Path) -> 
         "hydra.launcher.n_jobs=2",
         f"hydra.sweep.dir={sweep}",
         cwd=tmp_path,
+        wrapper=wrapper,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(meet.iterdir())) == 2  # two processes
     jobs = [json.loads((sweep / str(i) / "metrics.json").read_text()) for i in (0, 1)]
     assert [j["status"] for j in jobs] == ["completed", "completed"]
     # Side by side: each started before the other finished.
