@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +18,7 @@ import torch.nn.functional as F
 import modes.eval
 from conf.schema import parse_settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
-from tests.conftest import ROOT, TINY, compose_config
+from tests.conftest import TINY, compose_config, train_py
 from train import run
 from training.checkpoint import load_checkpoint
 
@@ -168,22 +165,14 @@ def test_stride_is_refused_for_an_encoder(tiny_checkpoints, tmp_path) -> None:
 def test_data_path_on_the_command_line_is_scored_whole(pattern_run, tmp_path) -> None:
     """Through train.py, where Hydra records the command line: ``data.path=FILE`` alone."""
     ckpt, heldout, paragraphs = pattern_run
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            *TINY,
-            "mode=eval",
-            f"ckpt_path={ckpt}",
-            f"data.path={heldout}",
-            "eval.stride=16",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+    proc = train_py(
+        *TINY,
+        "mode=eval",
+        f"ckpt_path={ckpt}",
+        f"data.path={heldout}",
+        "eval.stride=16",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,8 +7,6 @@ tiny runs through ``run(cfg)`` and read them back with nothing from tinylm.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import torch
 from data.tokenizer import special_tokens_of, tokenizer_from_json, train_tokenizer
 from models.config import ModelConfig
 from models.transformer import build_model
-from tests.conftest import ROOT, compose_config
+from tests.conftest import ROOT, compose_config, train_py
 from train import run
 from training.checkpoint import load_checkpoint
 
@@ -259,22 +257,13 @@ def test_without_transformers_the_hf_export_says_how_to_install(
 
 
 def test_existing_folder_is_one_line_through_train_py(tiny_checkpoints, exported, tmp_path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("TINYLM_DEBUG", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "logger=none",
-            "mode=export",
-            f"ckpt_path={tiny_checkpoints['decoder']}",
-            "export.format=hf",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+    proc = train_py(
+        "logger=none",
+        "mode=export",
+        f"ckpt_path={tiny_checkpoints['decoder']}",
+        "export.format=hf",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
