@@ -30,7 +30,14 @@ class DataConfig:
     record, a paragraph (text between blank lines) or a line.
     split / val_fraction / test_fraction / split_seed: the split `mode=eval` reads, and how
     splits are carved (per example, seeded) from sources that lack them.
+    num_proc: tokenization processes; None -> the cores this process may use.
     cache_dir: None -> $TINYLM_CACHE or ~/.cache/tinylm.
+    streaming: read the source as a stream (nothing cached but the tokenizer), tokenized and
+    packed on the fly, sharded by rank and DataLoader worker. Validation is the source's
+    validation split, else its first `stream_val_examples` examples (never trained on); a
+    trained tokenizer learns from the first `stream_tokenizer_examples` examples.
+    document_mask: decoders only; in a packed block a token attends only to earlier tokens of
+    its own document, and positions restart at each document.
     """
 
     source: str = "builtin"
@@ -44,12 +51,16 @@ class DataConfig:
     mlm_probability: float = 0.15
     batch_size: int = 32
     num_workers: int = 0
-    num_proc: int = 1
+    num_proc: int | None = None
     cache_dir: str | None = None
     split: str = "validation"
     val_fraction: float = 0.05
     test_fraction: float = 0.05
     split_seed: int = 1234
+    streaming: bool = False
+    stream_val_examples: int = 1000
+    stream_tokenizer_examples: int = 20000
+    document_mask: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("source", self.source, SOURCES)
@@ -71,7 +82,12 @@ class DataConfig:
             raise ValueError("data.text_column must name a column, got an empty string")
         _check_int("batch_size", self.batch_size, minimum=1)
         _check_int("num_workers", self.num_workers, minimum=0)
-        _check_int("num_proc", self.num_proc, minimum=1)
+        if self.num_proc is not None:
+            _check_int("num_proc", self.num_proc, minimum=1)
+        _check_bool("streaming", self.streaming)
+        _check_bool("document_mask", self.document_mask)
+        _check_int("stream_val_examples", self.stream_val_examples, minimum=1)
+        _check_int("stream_tokenizer_examples", self.stream_tokenizer_examples, minimum=1)
         _check_int("vocab_size", self.vocab_size, minimum=MIN_VOCAB_SIZE)
         _check_int("split_seed", self.split_seed, minimum=0)
         _check_fraction("mlm_probability", self.mlm_probability, high=1.0)
@@ -124,6 +140,11 @@ def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> None:
 def _check_int(key: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"data.{key}={value!r} must be an integer >= {minimum}")
+
+
+def _check_bool(key: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"data.{key}={value!r} must be true or false")
 
 
 def _check_fraction(key: str, value: Any, high: float) -> None:

@@ -82,7 +82,7 @@ def _prepare_unlocked(
     else:
         tokenizer = load_tokenizer(spec)
     specials = special_tokens_of(tokenizer)
-    tokenized = tokenize_corpus(corpus, tokenizer, corpus_key, cfg.num_proc)
+    tokenized = tokenize_corpus(corpus, tokenizer, corpus_key, cfg.num_proc or 1)
     return Prepared(corpus, tokenized, tokenizer, specials)
 
 
