@@ -1,31 +1,33 @@
-"""The corpus: raw text cut into examples and split into train / validation / test, cached.
+"""The corpus: raw text cut into examples and split into train / validation / test.
 
-The result is saved with `save_to_disk` under a key built from the config and a cheap
-source fingerprint, so a later run memory-maps it without touching the source again; the
-tokenization cache files of `datasets` then live next to it.
+Nothing here is cached: the source is read (local files as a stream, without an Arrow copy)
+each time the tokenizer is trained or the token store (data/store.py) is built, and those are
+cached. Splits that the source lacks are carved per example with a seeded permutation, so the
+same settings always give the same splits; each split keeps its examples in source order.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
-from datasets import DatasetDict, load_from_disk
+from datasets import Dataset, IterableDataset
+from datasets.exceptions import DatasetGenerationError
 
-from data.cache import cache_root, stable_hash
+from data.cache import stable_hash
 from data.config import SPLITS, DataConfig
 from data.sources import load_raw, source_fingerprint
 
 # A paragraph ends at a line that is empty or holds only spaces/tabs.
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
+_BATCH = 1000  # records read at a time
 
 
 def corpus_key(cfg: DataConfig) -> str:
-    """Names the cached corpus; cheap (stats files, reads nothing)."""
+    """Names the carved corpus; cheap (stats files, reads nothing)."""
     return stable_hash(
         "corpus",
         source_fingerprint(cfg),
@@ -36,39 +38,108 @@ def corpus_key(cfg: DataConfig) -> str:
     )
 
 
-def load_corpus(cfg: DataConfig) -> tuple[DatasetDict, str]:
-    """The corpus (splits train/validation/test, column "text") and its cache key."""
-    key = corpus_key(cfg)
-    path = cache_root(cfg) / "corpus" / key
-    if not (path / "dataset_dict.json").exists():
-        corpus = _build(cfg)
-        _save_atomically(corpus, path)
-    return load_from_disk(str(path)), key
+@dataclass
+class Corpus:
+    """The examples of each split, read from the source on demand.
 
+    With ``whole``, all of the source's text is the one split ``cfg.split``: what ``mode=eval``
+    scores when data is given on its command line. Files and the builtin corpus give every
+    record; a Hub dataset or a data.path mapping gives its split ``cfg.split``.
+    """
 
-def load_whole(cfg: DataConfig) -> tuple[DatasetDict, str]:
-    """All of a source's text as the one split ``cfg.split``, carved from nothing: what
-    ``mode=eval`` scores when data is given on its command line. Files and the builtin corpus
-    give every record; a Hub dataset or a data.path mapping gives its split ``cfg.split``."""
-    raw = load_raw(cfg)
-    # A Hub dataset and a data.path mapping have splits of their own: cfg.split is one.
-    own_splits = cfg.source == "hub" or isinstance(cfg.path, dict)
-    if own_splits and cfg.split not in raw:
-        raise ValueError(
-            f"{source_name(cfg)} has no {cfg.split} split (its splits: {', '.join(raw)}); "
-            "pass data.split=validation or test, whichever it has"
-        )
-    own = cfg.split if own_splits else "train"  # a file, a directory, builtin: all their text
-    units = raw[own].map(
-        split_units,
-        batched=True,
-        fn_kwargs={"unit": cfg.example_unit},
-        remove_columns=["text"],
-        desc=f"Cutting into {cfg.example_unit}s",
-    )
-    if len(units) == 0:
-        raise ValueError(f"the data {source_name(cfg)} has no text to evaluate")
-    return DatasetDict({cfg.split: units}), whole_key(cfg)
+    cfg: DataConfig
+    whole: bool = False
+
+    @property
+    def key(self) -> str:
+        return whole_key(self.cfg) if self.whole else corpus_key(self.cfg)
+
+    @cached_property
+    def raw(self) -> dict[str, Dataset | IterableDataset]:
+        raw = load_raw(self.cfg)
+        if self.whole:
+            # A Hub dataset and a data.path mapping have splits of their own: cfg.split is one.
+            own_splits = self.cfg.source == "hub" or isinstance(self.cfg.path, dict)
+            if own_splits and self.cfg.split not in raw:
+                raise ValueError(
+                    f"{source_name(self.cfg)} has no {self.cfg.split} split (its splits: "
+                    f"{', '.join(raw)}); pass data.split=validation or test, whichever it has"
+                )
+            return {self.cfg.split: raw[self.cfg.split if own_splits else "train"]}
+        return dict(raw)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits this corpus has, in standard order."""
+        if self.whole:
+            return (self.cfg.split,)
+        if isinstance(self.cfg.path, dict):  # fixed split files: nothing is carved
+            return tuple(s for s in SPLITS if s in self.raw)
+        return SPLITS
+
+    def batches(self) -> Iterator[tuple[str, list[str]]]:
+        """(split, examples) in batches: every split, each in source order."""
+        carved = self._carved
+        for name, ds in self.raw.items():
+            for units in self._units(ds):
+                if name != "train" or carved is None:
+                    yield name, units
+                    continue
+                codes, carved = carved[: len(units)], carved[len(units) :]
+                for code, split in enumerate(("train", *self._missing)):
+                    picked = [u for u, c in zip(units, codes, strict=True) if c == code]
+                    if picked:
+                        yield split, picked
+
+    def texts(self, split: str) -> Iterator[list[str]]:
+        """The examples of one split, in batches."""
+        return (units for name, units in self.batches() if name == split)
+
+    @property
+    def _missing(self) -> list[str]:
+        if self.whole or isinstance(self.cfg.path, dict):
+            return []
+        return [s for s in ("validation", "test") if s not in self.raw]
+
+    @cached_property
+    def _carved(self) -> np.ndarray | None:
+        """Per train example: 0 stays in train, k moves to the k-th missing split."""
+        missing = self._missing
+        if not missing:
+            return None
+        n = sum(len(units) for units in self._units(self.raw["train"]))
+        if n == 0:
+            where = {"files": f" (data.path={self.cfg.path!r})", "hub": f" ({self.cfg.name})"}
+            raise ValueError(
+                f"the {self.cfg.source} corpus{where.get(self.cfg.source, '')} has no text"
+            )
+        fractions = {"validation": self.cfg.val_fraction, "test": self.cfg.test_fraction}
+        sizes = [max(1, round(n * fractions[s])) for s in missing]
+        if n - sum(sizes) < 1:
+            raise ValueError(
+                f"the corpus has only {n} {self.cfg.example_unit}(s): too few to carve {missing} "
+                "from it; use data.example_unit=paragraph or line, or more text"
+            )
+        order = np.random.default_rng(self.cfg.split_seed).permutation(n)
+        codes = np.zeros(n, dtype=np.uint8)
+        start = 0
+        for code, size in enumerate(sizes, start=1):
+            codes[order[start : start + size]] = code
+            start += size
+        return codes
+
+    def _units(self, ds: Dataset | IterableDataset) -> Iterator[list[str]]:
+        try:
+            for batch in ds.iter(batch_size=_BATCH):
+                units = split_units(batch, self.cfg.example_unit)["text"]
+                if units:
+                    yield units
+        except DatasetGenerationError as err:
+            cause = err.__cause__ or err.__context__
+            raise ValueError(
+                f"cannot read the corpus {source_name(self.cfg)}: {cause or err}. A file "
+                "without a single record does this; check the file and data.text_column"
+            ) from None
 
 
 def whole_key(cfg: DataConfig) -> str:
@@ -100,62 +171,3 @@ def split_units(batch: dict[str, list], unit: str) -> dict[str, list[str]]:
         # rstrip drops '\r' of CRLF files and trailing blanks; leading indentation is content.
         pieces.extend(p.strip("\n").rstrip() for p in parts if p.strip())
     return {"text": pieces}
-
-
-def _build(cfg: DataConfig) -> DatasetDict:
-    raw = load_raw(cfg)
-    units = raw.map(
-        split_units,
-        batched=True,
-        fn_kwargs={"unit": cfg.example_unit},
-        remove_columns=["text"],
-        desc=f"Cutting into {cfg.example_unit}s",
-    )
-    if len(units["train"]) == 0:
-        where = {"files": f" (data.path={cfg.path!r})", "hub": f" ({cfg.name})"}
-        raise ValueError(f"the {cfg.source} corpus{where.get(cfg.source, '')} has no text")
-    if isinstance(cfg.path, dict):  # fixed split files: nothing is carved
-        empty = [split for split, ds in units.items() if len(ds) == 0]
-        if empty:
-            raise ValueError(f"data.path.{empty[0]}={cfg.path[empty[0]]} has no text")
-        return units
-    return _carve_missing_splits(units, cfg)
-
-
-def _carve_missing_splits(units: DatasetDict, cfg: DataConfig) -> DatasetDict:
-    """Move a seeded random share of train examples into each missing split.
-
-    Each split keeps its examples in source order, so packed decoder blocks read naturally.
-    """
-    missing = [s for s in ("validation", "test") if s not in units]
-    if not missing:
-        return units
-    train = units["train"]
-    n = len(train)
-    fractions = {"validation": cfg.val_fraction, "test": cfg.test_fraction}
-    sizes = {s: max(1, round(n * fractions[s])) for s in missing}
-    if n - sum(sizes.values()) < 1:
-        raise ValueError(
-            f"the corpus has only {n} {cfg.example_unit}(s): too few to carve {missing} from it; "
-            "use data.example_unit=paragraph or line, or more text"
-        )
-    order = np.random.default_rng(cfg.split_seed).permutation(n)
-    carved = dict(units)
-    start = 0
-    for split in missing:
-        carved[split] = train.select(np.sort(order[start : start + sizes[split]]))
-        start += sizes[split]
-    carved["train"] = train.select(np.sort(order[start:]))
-    return DatasetDict({s: carved[s] for s in SPLITS})
-
-
-def _save_atomically(corpus: DatasetDict, path: Path) -> None:
-    # Save beside the target and rename, so a killed run or a concurrent rank never leaves a
-    # half-written corpus that looks complete.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
-    corpus.save_to_disk(str(tmp))
-    try:
-        os.replace(tmp, path)
-    except OSError:  # another process got there first; its copy is identical
-        shutil.rmtree(tmp, ignore_errors=True)

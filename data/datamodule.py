@@ -1,4 +1,4 @@
-"""`LMDataModule`: corpus -> tokenizer -> tokenized splits -> decoder or encoder loaders."""
+"""`LMDataModule`: corpus -> tokenizer -> token store -> decoder or encoder loaders."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
-from datasets import DatasetDict
 from filelock import FileLock
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
@@ -14,16 +13,11 @@ from torch.utils.data import DataLoader, Dataset
 from data.cache import cache_root
 from data.collate import MLMCollator, collate_blocks, collate_windows
 from data.config import TOKENIZER_KINDS, DataConfig
-from data.corpus import load_corpus, load_whole
-from data.examples import (
-    EncoderExamples,
-    PackedBlocks,
-    StridedWindows,
-    check_max_seq_len,
-    join_documents,
-)
+from data.corpus import Corpus
+from data.examples import EncoderExamples, PackedBlocks, StridedWindows, check_max_seq_len
 from data.sampler import ResumableDataLoader, ResumableSampler
-from data.tokenize import chars_per_token, token_arrays, tokenize_corpus
+from data.store import SplitStore
+from data.tokenize import token_store
 from data.tokenizer import (
     SpecialTokens,
     cached_trained_tokenizer,
@@ -41,8 +35,7 @@ DEFAULT_TOKENIZER = {"decoder": "bpe", "encoder": "wordpiece"}
 class Prepared:
     """What `prepare` produces: everything else is cheap to derive from it."""
 
-    corpus: DatasetDict
-    tokenized: DatasetDict
+    stores: dict[str, SplitStore]
     tokenizer: Tokenizer
     specials: SpecialTokens
 
@@ -50,40 +43,45 @@ class Prepared:
 def prepare(
     cfg: DataConfig, arch: str, tokenizer_json: str | None = None, whole: bool = False
 ) -> Prepared:
-    """Load the corpus, get the tokenizer, tokenize; each step reads its cache when it can.
+    """The tokenizer and the token store; each is read from the cache when it is there.
 
     `tokenizer_json` (a checkpoint's tokenizer) takes precedence over `cfg.tokenizer`. With
     `whole`, the corpus is all of the source's text as the one split `cfg.split` (evaluation
-    data, see `load_whole`), and needs `tokenizer_json`. Processes that prepare data in the
+    data, see `Corpus`), and needs `tokenizer_json`. Processes that prepare data in the
     same cache at once (the jobs of a parallel sweep, DDP ranks) take turns: the first builds
     each piece, the others read it from the cache.
     """
     root = cache_root(cfg)
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(root / "prepare.lock"):
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(root / "prepare.lock")
+        lock.acquire()
+    except OSError as err:
+        raise ValueError(
+            f"the data cache {root} is not writable ({err.strerror or err}): set "
+            "data.cache_dir=DIR (or TINYLM_CACHE) to a directory you can write"
+        ) from None
+    try:
         return _prepare_unlocked(cfg, arch, tokenizer_json, whole)
+    finally:
+        lock.release()
 
 
 def _prepare_unlocked(
     cfg: DataConfig, arch: str, tokenizer_json: str | None, whole: bool
 ) -> Prepared:
-    corpus, corpus_key = load_whole(cfg) if whole else load_corpus(cfg)
+    corpus = Corpus(cfg, whole)
     spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
     if tokenizer_json is not None:
         tokenizer = tokenizer_from_json(tokenizer_json)
     elif spec in TOKENIZER_KINDS:
         tokenizer = cached_trained_tokenizer(
-            spec,
-            (batch["text"] for batch in corpus["train"].iter(batch_size=1000)),
-            cfg.vocab_size,
-            corpus_key,
-            cache_root(cfg),
+            spec, corpus.texts("train"), cfg.vocab_size, corpus.key, cache_root(cfg)
         )
     else:
         tokenizer = load_tokenizer(spec)
     specials = special_tokens_of(tokenizer)
-    tokenized = tokenize_corpus(corpus, tokenizer, corpus_key, cfg.num_proc or 1)
-    return Prepared(corpus, tokenized, tokenizer, specials)
+    return Prepared(token_store(corpus, tokenizer, cache_root(cfg)), tokenizer, specials)
 
 
 class LMDataModule(L.LightningDataModule):
@@ -131,17 +129,18 @@ class LMDataModule(L.LightningDataModule):
         if self._prepared is None:  # another rank prepared; everything is a cache hit now
             self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
         if not self._splits:
-            self._splits = {split: self._examples(split) for split in self._prepared.tokenized}
+            self._splits = {split: self._examples(split) for split in self._prepared.stores}
 
     def _examples(self, split: str) -> Dataset:
-        ids, offsets = token_arrays(self.prepared.tokenized[split])
+        store = self.prepared.stores[split]
         specials = self.prepared.specials
         if self.arch == "decoder":
-            stream = join_documents(ids, offsets, specials.eos_id)
             if self.eval_stride is not None:
-                return StridedWindows(stream, self.max_seq_len, self.eval_stride)
-            return PackedBlocks(stream, self.max_seq_len + 1)
-        return EncoderExamples(ids, offsets, specials.cls_id, specials.sep_id, self.max_seq_len)
+                return StridedWindows(store.tokens, self.max_seq_len, self.eval_stride)
+            return PackedBlocks(store.tokens, self.max_seq_len + 1)
+        return EncoderExamples(
+            store.tokens, store.starts, specials.cls_id, specials.sep_id, self.max_seq_len
+        )
 
     @property
     def prepared(self) -> Prepared:
@@ -180,11 +179,7 @@ class LMDataModule(L.LightningDataModule):
     @property
     def chars_per_token(self) -> dict[str, float]:
         """Per split: characters of raw text per token (bpc = loss / ln 2 / this)."""
-        prepared = self.prepared
-        return {
-            split: chars_per_token(prepared.corpus[split], prepared.tokenized[split])
-            for split in prepared.tokenized
-        }
+        return {split: store.chars_per_token for split, store in self.prepared.stores.items()}
 
     def train_dataloader(self) -> DataLoader:
         dataset = self.dataset("train")

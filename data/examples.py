@@ -1,7 +1,9 @@
-"""Torch datasets over tokenized examples: packed blocks (decoder), wrapped rows (encoder),
-and strided windows (decoder evaluation)."""
+"""Torch datasets over a token stream (a store's memory-mapped tokens, or any array): packed
+blocks (decoder), wrapped rows (encoder), and strided windows (decoder evaluation)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -18,25 +20,13 @@ def check_max_seq_len(max_seq_len: int) -> None:
         )
 
 
-def join_documents(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> np.ndarray:
-    """One token stream: every document followed by `eos_id`."""
-    n_docs = len(offsets) - 1
-    stream = np.full(len(ids) + n_docs, eos_id, dtype=ids.dtype)
-    # Document d's tokens shift right by the d EOS tokens that precede them.
-    eos_positions = offsets[1:] + np.arange(n_docs)
-    is_text = np.ones(len(stream), dtype=bool)
-    is_text[eos_positions] = False
-    stream[is_text] = ids
-    return stream
-
-
 class PackedBlocks(Dataset):
     """Non-overlapping blocks of `block_len` tokens cut from a stream; the tail is dropped.
 
     A block of max_seq_len + 1 tokens gives inputs block[:-1] and labels block[1:].
     """
 
-    def __init__(self, stream: np.ndarray, block_len: int) -> None:
+    def __init__(self, stream: Sequence, block_len: int) -> None:
         self.stream = stream
         self.block_len = block_len
 
@@ -67,7 +57,7 @@ class StridedWindows(Dataset):
     `window + 1` tokens, "scored": how many of its last targets count}.
     """
 
-    def __init__(self, stream: np.ndarray, window: int, stride: int) -> None:
+    def __init__(self, stream: Sequence, window: int, stride: int) -> None:
         check_stride(stride, window)
         self.stream = stream
         self.window = window
@@ -90,22 +80,23 @@ class StridedWindows(Dataset):
 
 
 class EncoderExamples(Dataset):
-    """Example i as [CLS] ids[:max_seq_len - 2] [SEP]."""
+    """Example d as [CLS] text[:max_seq_len - 2] [SEP], where document d of the token stream
+    is ``tokens[starts[d]:starts[d + 1]]``: its text, then the EOS (left out here)."""
 
     def __init__(
-        self, ids: np.ndarray, offsets: np.ndarray, cls_id: int, sep_id: int, max_seq_len: int
+        self, tokens: Sequence, starts: Sequence, cls_id: int, sep_id: int, max_seq_len: int
     ) -> None:
         check_max_seq_len(max_seq_len)
-        self.ids = ids
-        self.offsets = offsets
+        self.tokens = tokens
+        self.starts = starts
         self.cls_id = cls_id
         self.sep_id = sep_id
         self.max_seq_len = max_seq_len
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return len(self.starts) - 1
 
     def __getitem__(self, index: int) -> np.ndarray:
-        start = self.offsets[index]
-        end = min(self.offsets[index + 1], start + self.max_seq_len - 2)
-        return np.concatenate(([self.cls_id], self.ids[start:end], [self.sep_id]))
+        start, end = int(self.starts[index]), int(self.starts[index + 1]) - 1
+        end = min(end, start + self.max_seq_len - 2)
+        return np.concatenate(([self.cls_id], self.tokens[start:end], [self.sep_id]))

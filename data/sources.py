@@ -1,6 +1,6 @@
 """Raw corpora: the built-in CPython docs, local files, Hub datasets.
 
-Each loader returns a `DatasetDict` whose splits (any of train / validation / test) hold one
+Each loader returns a mapping of splits (any of train / validation / test) to datasets of one
 column, "text". `source_fingerprint` names a source cheaply (no reading of its contents) so
 later stages can find their cached results without loading anything.
 """
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import datasets
-from datasets import Dataset, DatasetDict, load_dataset
+from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
 from datasets.exceptions import DatasetGenerationError
 
 from data.cache import cache_root
@@ -31,10 +31,12 @@ FILE_BUILDERS = {
 }
 
 
-def load_raw(cfg: DataConfig) -> DatasetDict:
-    """Load the configured source as a DatasetDict of "text" columns (standard split names)."""
+def load_raw(cfg: DataConfig) -> dict[str, Dataset | IterableDataset]:
+    """The configured source: splits (standard names) of one "text" column; local files as
+    streams (read at each pass, never copied), the built-in corpus in memory, a Hub dataset as
+    the `datasets` cache holds it."""
     if cfg.source == "builtin":
-        return DatasetDict({"train": Dataset.from_dict({"text": builtin_documents()})})
+        return {"train": Dataset.from_dict({"text": builtin_documents()})}
     if cfg.source == "files":
         return _load_files(cfg)
     return _load_hub(cfg)
@@ -111,7 +113,7 @@ def _supported(file: Path) -> bool:
     return file.suffix.lower() in FILE_BUILDERS
 
 
-def _load_files(cfg: DataConfig) -> DatasetDict:
+def _load_files(cfg: DataConfig) -> dict[str, IterableDataset]:
     files = split_files(cfg)
     builders = {FILE_BUILDERS[f.suffix.lower()] for split in files.values() for f in split}
     if len(builders) > 1:
@@ -123,24 +125,18 @@ def _load_files(cfg: DataConfig) -> DatasetDict:
     if builder == "text":
         # The text builder names its column "text" and can cut examples itself.
         options["sample_by"] = cfg.example_unit
-    try:
-        raw = load_dataset(
-            builder,
-            data_files={split: [str(f) for f in fs] for split, fs in files.items()},
-            cache_dir=str(cache_root(cfg) / "hf"),
-            **options,
-        )
-    except DatasetGenerationError as err:
-        cause = err.__cause__ or err.__context__
-        raise ValueError(
-            f"cannot read the corpus data.path={cfg.path}: {cause or err}. An empty file or one "
-            "without a single record does this; check the file and data.text_column"
-        ) from None
+    # Streamed: read from the files at each pass, never copied into an Arrow cache.
+    raw = load_dataset(
+        builder,
+        data_files={split: [str(f) for f in fs] for split, fs in files.items()},
+        streaming=True,
+        **options,
+    )
     column = "text" if builder == "text" else cfg.text_column
     return _text_only(raw, column, f"data.path={cfg.path!r}")
 
 
-def _load_hub(cfg: DataConfig) -> DatasetDict:
+def _load_hub(cfg: DataConfig) -> dict[str, Dataset]:
     what = cfg.name if cfg.config_name is None else f"{cfg.name} ({cfg.config_name})"
     hint = (
         f"cannot load Hub dataset {what}: the Hugging Face Hub is {{why}}. Download its files "
@@ -159,11 +155,13 @@ def _load_hub(cfg: DataConfig) -> DatasetDict:
     return _text_only(raw, cfg.text_column, f"Hub dataset {what}")
 
 
-def _text_only(raw: DatasetDict, column: str, what: str) -> DatasetDict:
+def _text_only(
+    raw: DatasetDict | IterableDatasetDict, column: str, what: str
+) -> dict[str, Dataset | IterableDataset]:
     """Keep the standard splits and only the text column, renamed to "text"."""
     if "train" not in raw:
         raise ValueError(f"{what} has no 'train' split; its splits are {list(raw)}")
-    columns = raw["train"].column_names
+    columns = raw["train"].column_names or _first_record_columns(raw["train"], what)
     if column not in columns:
         raise ValueError(
             f"data.text_column={column!r} is not a column of {what}; its columns are {columns}. "
@@ -174,4 +172,14 @@ def _text_only(raw: DatasetDict, column: str, what: str) -> DatasetDict:
         if split in raw:
             ds = raw[split].select_columns([column])
             kept[split] = ds.rename_column(column, "text") if column != "text" else ds
-    return DatasetDict(kept)
+    return kept
+
+
+def _first_record_columns(stream: IterableDataset, what: str) -> list[str]:
+    """The columns of a stream that does not declare them (CSV): those of its first record."""
+    try:
+        return list(next(iter(stream)))
+    except StopIteration:
+        raise ValueError(f"{what} holds no record; check the file") from None
+    except DatasetGenerationError as err:
+        raise ValueError(f"cannot read {what}: {err.__cause__ or err}") from None

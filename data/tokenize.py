@@ -1,72 +1,148 @@
-"""Tokenize the corpus with `Dataset.map`, cached by `datasets` fingerprinting.
+"""Tokenize a corpus into its token store (data/store.py), in parallel where that pays.
 
-Examples are tokenized once, without special tokens and without truncation, so one cache
+Examples are tokenized once, without special tokens and without truncation, so one store
 serves both architectures and every sequence length; packing (decoder) and [CLS]/[SEP] +
 truncation (encoder) happen on the fly in `data.examples`.
 """
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
+import os
+import shutil
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from itertools import chain
+from pathlib import Path
+
 import numpy as np
-import pyarrow.compute as pc
-from datasets import Dataset, DatasetDict, Features, Sequence, Value
 from tokenizers import Tokenizer
 
 from data.cache import stable_hash
+from data.config import DataConfig
+from data.corpus import Corpus, source_name
+from data.sources import split_files
+from data.store import SplitStore, StoreBuilder, StoreDamaged, open_store
+from data.tokenizer import special_tokens_of
 
-TOKEN_FEATURES = Features({"input_ids": Sequence(Value("int32"))})
+log = logging.getLogger(__name__)
+
+# Below this much source text, starting worker processes costs more than they save.
+PARALLEL_MIN_BYTES = 8 << 20
+_worker_tokenizer: Tokenizer | None = None
 
 
-def encode_batch(batch: dict[str, list], tokenizer: Tokenizer) -> dict[str, list]:
-    """Batched map: texts -> token ids (no special tokens)."""
-    encodings = tokenizer.encode_batch(batch["text"], add_special_tokens=False)
-    return {"input_ids": [e.ids for e in encodings]}
+def encode_documents(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Texts -> (ids, offsets): text i is ids[offsets[i]:offsets[i + 1]] (no special tokens)."""
+    encodings = tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(e.ids) for e in encodings], out=offsets[1:])
+    ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), np.int64, int(offsets[-1]))
+    return ids, offsets
 
 
-def tokenize_corpus(
-    corpus: DatasetDict, tokenizer: Tokenizer, corpus_key: str, num_proc: int = 1
-) -> DatasetDict:
-    """Each split -> column "input_ids"; a second call with the same inputs reads the cache.
+def token_store(corpus: Corpus, tokenizer: Tokenizer, root: Path) -> dict[str, SplitStore]:
+    """The corpus's token store for this tokenizer: opened from the cache, or built there.
 
-    The fingerprint is given explicitly (corpus key + split + the tokenizer's JSON) rather
-    than derived by `datasets` from pickling the function and tokenizer: cheap, and stable
-    across processes.
+    A damaged store (truncated, altered, from another version) is reported, removed and built
+    again. Callers hold the cache's prepare lock (`data.datamodule.prepare`).
     """
-    tokenizer_hash = stable_hash(tokenizer.to_str())
-    tokenized = {}
-    for split, ds in corpus.items():
-        tokenized[split] = ds.map(
-            encode_batch,
-            batched=True,
-            num_proc=num_proc if num_proc > 1 else None,
-            fn_kwargs={"tokenizer": tokenizer},
-            remove_columns=ds.column_names,
-            features=TOKEN_FEATURES,
-            new_fingerprint=stable_hash("tokenize", corpus_key, split, tokenizer_hash),
-            desc=f"Tokenizing {split}",
-        )
-    return DatasetDict(tokenized)
+    key = stable_hash("tokens", corpus.key, stable_hash(tokenizer.to_str()))
+    directory = root / "tokens" / key
+    if directory.exists():
+        try:
+            return open_store(directory)
+        except StoreDamaged as damage:
+            log.warning("token store %s is damaged (%s): building it again", directory, damage)
+            shutil.rmtree(directory)
+    build_store(corpus, tokenizer, directory)
+    return open_store(directory)
 
 
-def token_arrays(tokenized: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, offsets): example i is ids[offsets[i]:offsets[i + 1]] (memory-mapped ids)."""
-    column = tokenized.data.column("input_ids")
-    lists = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    offsets = lists.offsets.to_numpy()
-    return lists.flatten().to_numpy(), offsets - offsets[0]
+def build_store(corpus: Corpus, tokenizer: Tokenizer, directory: Path) -> None:
+    """Tokenize every split of ``corpus`` into a new store at ``directory`` (all or nothing)."""
+    vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+    eos_id = special_tokens_of(tokenizer).eos_id
+    with StoreBuilder(directory, vocab_size, eos_id) as builder:
+        for split in corpus.splits:
+            builder.writer(split)  # a split without examples still gets (empty) files
+        for split, texts, ids, offsets in encoded(
+            corpus.batches(), tokenizer, tokenize_workers(corpus.cfg)
+        ):
+            builder.writer(split).add(ids, offsets, texts)
+        for split, writer in builder.writers.items():
+            if writer.tokens == 0:
+                raise ValueError(_no_text(corpus, split))
+        builder.commit()
 
 
-def text_counts(texts: Dataset, tokenized: Dataset) -> tuple[int, int]:
-    """(characters, tokens) of a split, examples counted as joined by one separator character
-    encoded as one token (the EOS of packed decoder data)."""
-    n = len(texts)
-    chars = pc.sum(pc.utf8_length(texts.data.column("text"))).as_py() or 0
-    tokens = pc.sum(pc.list_value_length(tokenized.data.column("input_ids"))).as_py() or 0
-    return chars + n, tokens + n
+def tokenize_workers(cfg: DataConfig) -> int:
+    """``data.num_proc``, or by default every usable core once the text is large enough."""
+    if cfg.num_proc is not None:
+        return cfg.num_proc
+    if cfg.source == "builtin":
+        return 1
+    if cfg.source == "files":
+        size = sum(f.stat().st_size for fs in split_files(cfg).values() for f in fs)
+        if size < PARALLEL_MIN_BYTES:
+            return 1
+    return len(os.sched_getaffinity(0))
 
 
-def chars_per_token(texts: Dataset, tokenized: Dataset) -> float:
-    """Characters per token of a split, for bits per character: bpc = loss_per_token / ln 2 /
-    chars_per_token (see ``text_counts``)."""
-    chars, tokens = text_counts(texts, tokenized)
-    return chars / tokens
+def encoded(
+    batches: Iterable[tuple[str, list[str]]], tokenizer: Tokenizer, workers: int
+) -> Iterator[tuple[str, list[str], np.ndarray, np.ndarray]]:
+    """(split, texts, ids, offsets) for each batch, in order; ``workers`` processes encode."""
+    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for split, texts in batches:
+            yield split, texts, *encode_documents(tokenizer, texts)
+        return
+    context = multiprocessing.get_context("fork")  # workers inherit the imported modules
+    with _single_threaded_children():
+        pool = context.Pool(workers, _start_worker, (tokenizer.to_str(),))
+    with pool:
+        pending: deque = deque()
+        for split, texts in batches:
+            pending.append((split, texts, pool.apply_async(_encode_in_worker, (texts,))))
+            if len(pending) > 2 * workers:  # bounded: the source is never read far ahead
+                split, texts, result = pending.popleft()
+                yield split, texts, *result.get()
+        for split, texts, result in pending:
+            yield split, texts, *result.get()
+
+
+@contextmanager
+def _single_threaded_children() -> Iterator[None]:
+    # Each worker is one of the cores: the tokenizers library's own threads would oversubscribe
+    # them (and it warns when a process that used them forks).
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
+
+
+def _start_worker(tokenizer_json: str) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
+
+
+def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    assert _worker_tokenizer is not None
+    ids, offsets = encode_documents(_worker_tokenizer, texts)
+    return ids.astype(np.uint32), offsets  # a quarter of the bytes to send back
+
+
+def _no_text(corpus: Corpus, split: str) -> str:
+    cfg = corpus.cfg
+    if corpus.whole:
+        return f"the data {source_name(cfg)} has no text to evaluate"
+    if isinstance(cfg.path, dict):
+        return f"data.path.{split}={cfg.path[split]} has no text"
+    return f"the corpus {source_name(cfg)} has no text in its {split} split"

@@ -28,7 +28,6 @@ from data.config import DataConfig
 from data.corpus import corpus_key, source_name, whole_key
 from data.datamodule import prepared_datamodule
 from data.examples import StridedWindows, check_stride
-from data.tokenize import text_counts
 from modes.report import format_value, markdown_table, natural_key, read_metrics
 from modes.summary import (
     REPLICATE_KEY,
@@ -135,8 +134,8 @@ def evaluate_checkpoint(
         eval_stride=stride,
     )
     dataset = datamodule.dataset(split)
-    prepared = datamodule.prepared
-    characters, tokens = text_counts(prepared.corpus[split], prepared.tokenized[split])
+    store = datamodule.prepared.stores[split]
+    characters, tokens = store.chars, len(store.tokens)
     if len(dataset) == 0:
         raise ValueError(
             f"the data {source_name(data_config)} has {tokens} tokens, too few to fill one window "

@@ -23,9 +23,8 @@ import data.tokenize
 import data.tokenizer
 from data.collate import IGNORE_INDEX, MLMCollator
 from data.config import DataConfig
-from data.corpus import load_corpus, split_units
+from data.corpus import Corpus, split_units
 from data.datamodule import LMDataModule
-from data.examples import join_documents
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.sources import builtin_documents
 from data.tokenizer import (
@@ -85,8 +84,17 @@ def write_source(directory: Path, fmt: str, paragraphs: list[str], column: str) 
     return path
 
 
-def all_texts(corpus: datasets.DatasetDict) -> list[str]:
-    return [text for split in corpus.values() for text in split["text"]]
+def load_corpus(cfg: DataConfig, whole: bool = False) -> dict[str, list[str]]:
+    """Every split's examples, in order, read from the source."""
+    corpus = Corpus(cfg, whole)
+    texts: dict[str, list[str]] = {split: [] for split in corpus.splits}
+    for split, batch in corpus.batches():
+        texts[split] += batch
+    return texts
+
+
+def all_texts(corpus: dict[str, list[str]]) -> list[str]:
+    return [text for texts in corpus.values() for text in texts]
 
 
 def small_cfg(tmp_path: Path, **overrides) -> DataConfig:
@@ -122,7 +130,7 @@ def test_each_file_format_loads_every_example_once(tmp_path: Path, fmt: str) -> 
     column = "text" if fmt == "txt" else "body"  # a configurable column, not just "text"
     path = write_source(tmp_path / "src", fmt, paragraphs, column)
     cfg = DataConfig(source="files", path=str(path), text_column=column, cache_dir=str(tmp_path))
-    corpus, _ = load_corpus(cfg)
+    corpus = load_corpus(cfg)
     assert set(corpus) == {"train", "validation", "test"}
     assert all(len(corpus[s]) > 0 for s in corpus)
     assert sorted(all_texts(corpus)) == sorted(paragraphs)
@@ -135,7 +143,7 @@ def test_directory_and_glob_read_all_files(tmp_path: Path, pattern: str) -> None
     write_source(tmp_path / "src" / "b", "jsonl", second, "text")
     (tmp_path / "src" / "notes.md").write_text("not data")  # ignored: not a data file type
     path = tmp_path / "src" if pattern == "dir" else tmp_path / "src" / "*" / "*.jsonl"
-    corpus, _ = load_corpus(DataConfig(source="files", path=str(path), cache_dir=str(tmp_path)))
+    corpus = load_corpus(DataConfig(source="files", path=str(path), cache_dir=str(tmp_path)))
     assert sorted(all_texts(corpus)) == sorted(first + second)
 
 
@@ -149,21 +157,23 @@ def test_example_unit_line_cuts_lines(tmp_path: Path) -> None:
             with pytest.raises(ValueError, match="too few"):
                 load_corpus(cfg)
         else:
-            assert sorted(all_texts(load_corpus(cfg)[0])) == expected
+            assert sorted(all_texts(load_corpus(cfg))) == expected
 
 
 def test_builtin_corpus_loads_offline_and_splits_deterministically(tmp_path: Path) -> None:
-    corpus, key = load_corpus(DataConfig(cache_dir=str(tmp_path / "one")))
-    again, key_again = load_corpus(DataConfig(cache_dir=str(tmp_path / "two")))
-    assert key == key_again
-    for split in ("train", "validation", "test"):
-        assert corpus[split]["text"] == again[split]["text"]
+    corpus = load_corpus(DataConfig(cache_dir=str(tmp_path / "one")))
+    again = load_corpus(DataConfig(cache_dir=str(tmp_path / "two")))
+    assert Corpus(DataConfig(cache_dir="one")).key == Corpus(DataConfig(cache_dir="two")).key
+    assert corpus == again
     texts = all_texts(corpus)
     paragraphs = split_units({"text": builtin_documents()}, "paragraph")["text"]
     assert sorted(texts) == sorted(paragraphs) and sum(map(len, texts)) > 400_000
     assert len(corpus["validation"]) == round(len(texts) * 0.05)
-    other, _ = load_corpus(DataConfig(cache_dir=str(tmp_path / "three"), split_seed=99))
-    assert other["validation"]["text"] != corpus["validation"]["text"]
+    for split_texts in corpus.values():  # each split keeps the source's order
+        remaining = iter(paragraphs)
+        assert all(text in remaining for text in split_texts)
+    other = load_corpus(DataConfig(cache_dir=str(tmp_path / "three"), split_seed=99))
+    assert other["validation"] != corpus["validation"]
 
 
 @pytest.mark.parametrize("switch", ["env", "library"])
@@ -293,18 +303,11 @@ def test_loaded_tokenizer_gets_missing_roles(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- packing
 
 
-def test_join_documents_puts_eos_after_each_document() -> None:
-    ids = np.array([1, 2, 3, 4, 5, 6], dtype=np.int32)
-    offsets = np.array([0, 2, 2, 6])  # documents [1, 2], [], [3, 4, 5, 6]
-    assert join_documents(ids, offsets, eos_id=9).tolist() == [1, 2, 9, 9, 3, 4, 5, 6, 9]
-
-
 def test_decoder_blocks_cover_every_token_once_and_shift_labels(tmp_path: Path) -> None:
     dm = ready(small_cfg(tmp_path), max_seq_len=16)
-    train = dm.prepared
     tokenizer, eos = dm.tokenizer, dm.eos_token_id
     expected = []
-    for text in train.corpus["train"]["text"]:
+    for text in load_corpus(dm.cfg)["train"]:
         expected += tokenizer.encode(text).ids + [eos]
     blocks = dm.dataset("train")
     assert len(blocks) == len(expected) // 17 and len(blocks) > 10
@@ -411,18 +414,18 @@ def test_encoder_batches_from_the_datamodule(tmp_path: Path) -> None:
 def test_second_preparation_does_no_work_and_changes_invalidate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = {"encode": 0, "train": 0}
-    encode, train = data.tokenize.encode_batch, data.tokenizer.train_tokenizer
+    calls = {"build": 0, "train": 0}
+    build, train = data.tokenize.build_store, data.tokenizer.train_tokenizer
 
-    def counting_encode(*args, **kwargs):
-        calls["encode"] += 1
-        return encode(*args, **kwargs)
+    def counting_build(*args, **kwargs):
+        calls["build"] += 1
+        return build(*args, **kwargs)
 
     def counting_train(*args, **kwargs):
         calls["train"] += 1
         return train(*args, **kwargs)
 
-    monkeypatch.setattr(data.tokenize, "encode_batch", counting_encode)
+    monkeypatch.setattr(data.tokenize, "build_store", counting_build)
     monkeypatch.setattr(data.tokenizer, "train_tokenizer", counting_train)
     monkeypatch.setenv("TINYLM_CACHE", str(tmp_path / "env-cache"))
     cfg = dataclasses.replace(small_cfg(tmp_path), cache_dir=None)  # the env var decides
@@ -431,20 +434,20 @@ def test_second_preparation_does_no_work_and_changes_invalidate(
         return {p for p in (tmp_path / "env-cache").rglob("*") if p.is_file()}
 
     first = ready(cfg)
-    assert calls == {"encode": 3, "train": 1}  # three splits, one tokenizer
+    assert calls == {"build": 1, "train": 1}  # one token store, one tokenizer
     before = files()
     second = ready(cfg)
-    assert calls == {"encode": 3, "train": 1}
+    assert calls == {"build": 1, "train": 1}
     assert files() == before
     assert second.tokenizer.to_str() == first.tokenizer.to_str()
     assert second.chars_per_token == first.chars_per_token
 
     ready(dataclasses.replace(cfg, vocab_size=320))  # another tokenizer: retrain, retokenize
-    assert calls == {"encode": 6, "train": 2}
+    assert calls == {"build": 2, "train": 2}
     path = Path(cfg.path or "")
     path.write_text(path.read_text() + "\n\nOne more paragraph about a cat.\n")
     ready(cfg)  # another corpus: new split, new tokenizer, new tokens
-    assert calls == {"encode": 9, "train": 3}
+    assert calls == {"build": 3, "train": 3}
 
 
 def test_checkpoint_tokenizer_json_overrides_training(tmp_path: Path) -> None:
@@ -458,7 +461,7 @@ def test_chars_per_token_per_split(tmp_path: Path) -> None:
     char = ready(small_cfg(tmp_path, tokenizer="char"))
     assert char.chars_per_token == {"train": 1.0, "validation": 1.0, "test": 1.0}
     bpe = ready(small_cfg(tmp_path))
-    texts = bpe.prepared.corpus["validation"]["text"]
+    texts = load_corpus(bpe.cfg)["validation"]
     tokens = sum(len(bpe.tokenizer.encode(t).ids) for t in texts)
     expected = (sum(map(len, texts)) + len(texts)) / (tokens + len(texts))
     assert bpe.chars_per_token["validation"] == pytest.approx(expected)

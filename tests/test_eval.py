@@ -188,6 +188,7 @@ def test_data_path_on_the_command_line_is_scored_whole(pattern_run, tmp_path) ->
 
 def test_data_path_mapping_gives_fixed_splits(tmp_path) -> None:
     from data.config import DataConfig
+    from data.corpus import Corpus
     from data.datamodule import prepared_datamodule
 
     texts = {
@@ -199,8 +200,10 @@ def test_data_path_mapping_gives_fixed_splits(tmp_path) -> None:
     paths = {split: str(tmp_path / f"{split}.txt") for split in texts}
     cfg = DataConfig(source="files", path=paths, tokenizer="char", cache_dir=str(tmp_path / "c"))
     datamodule = prepared_datamodule(cfg, "decoder", WINDOW, seed=0, stage="fit")
-    corpus = datamodule.prepared.corpus
-    assert {split: list(corpus[split]["text"]) for split in corpus} == texts  # nothing carved
+    read = {split: [] for split in datamodule.prepared.stores}
+    for split, batch in Corpus(cfg).batches():
+        read[split] += batch
+    assert read == texts  # nothing carved
 
     no_test = DataConfig(**{**cfg.__dict__, "path": {k: paths[k] for k in ("train", "validation")}})
     datamodule = prepared_datamodule(no_test, "decoder", WINDOW, seed=0, stage="fit")

@@ -20,7 +20,7 @@ from torch import nn
 
 from conf.schema import OptimConfig
 from data.config import DataConfig
-from data.corpus import load_corpus, load_whole
+from data.corpus import Corpus
 from tests.conftest import ROOT, TINY
 from tests.test_models import tiny_config
 from train import run
@@ -93,7 +93,7 @@ def _recount(ckpt: Path, texts: list[str], overlap: int) -> dict[str, float]:
 
 def _validation_texts(ckpt: Path) -> list[str]:
     data = DataConfig(**load_checkpoint(ckpt).hparams["data_config"])
-    return load_corpus(data)[0]["validation"]["text"]
+    return [text for batch in Corpus(data).texts("validation") for text in batch]
 
 
 def test_bpc_and_accuracy_match_a_recount_from_the_logits(
@@ -138,7 +138,7 @@ def test_eval_of_a_run_dir_on_other_data_counts_that_datas_characters(
     (row,) = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert row["checkpoint"] == str(run_dir / "checkpoints" / "best.ckpt")
     data = DataConfig(**OmegaConf.to_container(make_cfg(*other).data, resolve=True))
-    texts = load_whole(data)[0][data.split]["text"]
+    texts = [text for batch in Corpus(data, whole=True).texts(data.split) for text in batch]
     expected = _recount(run_dir / "checkpoints" / "best.ckpt", texts, overlap=1)
     assert row["characters"] == sum(len(t) for t in texts) + len(texts)
     assert row["bpc"] == pytest.approx(expected["bpc"], rel=1e-5)

@@ -250,10 +250,10 @@ def _prepare_in_process(cache: str, out: str) -> None:
     os.environ["TINYLM_CACHE"] = cache
     from data.config import DataConfig
     from data.datamodule import prepare
-    from data.tokenize import token_arrays
 
     prepared = prepare(DataConfig(vocab_size=300), "decoder")
-    ids, offsets = token_arrays(prepared.tokenized["train"])
+    store = prepared.stores["train"]
+    ids, offsets = store.tokens[:], store.starts[:]
     Path(out).write_text(
         json.dumps(
             {
@@ -281,6 +281,7 @@ def test_two_processes_preparing_one_cache_at_once_agree(tmp_path: Path) -> None
     first, second = (json.loads(out.read_text()) for out in outs)
     assert first == second and first["n"] > 1000
     assert not list(cache.rglob("*.tmp"))  # no half-written file left behind
+    assert len(list((cache / "tokens").iterdir())) == 1  # one store, no temporary left
 
 
 RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24", "trainer.val_check_interval=8"]
