@@ -15,7 +15,13 @@ IGNORE_INDEX = -100  # labels the loss skips (torch's cross_entropy default)
 def collate_blocks(blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
     """Blocks of T + 1 tokens -> input_ids = block[:-1], labels = block[1:], both [B, T]."""
     batch = torch.from_numpy(np.stack(blocks).astype(np.int64))  # [B, T+1]
-    return {"input_ids": batch[:, :-1].contiguous(), "labels": batch[:, 1:].contiguous()}
+    # Copies, always: for B = 1 both slices are already contiguous, so .contiguous() would
+    # return two views of one storage, and editing the labels (collate_windows) would edit
+    # the inputs.
+    return {
+        "input_ids": batch[:, :-1].clone(memory_format=torch.contiguous_format),
+        "labels": batch[:, 1:].clone(memory_format=torch.contiguous_format),
+    }
 
 
 def collate_windows(windows: list[dict[str, object]]) -> dict[str, torch.Tensor]:
