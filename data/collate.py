@@ -1,8 +1,11 @@
-"""Collators: decoder blocks -> shifted inputs/labels; encoder rows -> padded, MLM-masked."""
+"""Collators: decoder blocks -> shifted inputs/labels (with document ids for document
+masking); encoder rows -> padded, MLM-masked."""
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,6 +35,32 @@ def collate_windows(windows: list[dict[str, object]]) -> dict[str, torch.Tensor]
     for row, window in enumerate(windows):
         batch["labels"][row, : length - window["scored"]] = IGNORE_INDEX
     return batch
+
+
+def document_ids(input_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Document id [B, T] of each input: the number of EOS tokens before it in its row.
+
+    The EOS belongs to the document it ends, so ids run 0, .., 0 (EOS), 1, .. and a token
+    after an EOS starts the next document.
+    """
+    is_eos = (input_ids == eos_id).long()  # (B, T)
+    return is_eos.cumsum(dim=1) - is_eos  # (B, T): exclusive count
+
+
+class DocumentCollator:
+    """A decoder collator (`collate_blocks`, `collate_windows`) whose batches also carry
+    "document_ids" [B, T] (see `document_ids`), for `data.document_mask=true`."""
+
+    def __init__(
+        self, collate: Callable[[list[Any]], dict[str, torch.Tensor]], eos_id: int
+    ) -> None:
+        self.collate = collate
+        self.eos_id = eos_id
+
+    def __call__(self, items: list[Any]) -> dict[str, torch.Tensor]:
+        batch = self.collate(items)
+        batch["document_ids"] = document_ids(batch["input_ids"], self.eos_id)
+        return batch
 
 
 class MLMCollator:
