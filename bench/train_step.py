@@ -5,6 +5,7 @@ Usage::
     python -m bench.train_step                 # both shapes, 5 rounds, ~3 min on 2 cores
     python -m bench.train_step --quick         # 2 rounds, fewer steps
     python -m bench.train_step --shape shakespeare_char --rounds 9
+    python -m bench.train_step --document-mask --shape shakespeare_char --max-seq-len 256
 
 Candidates, same model (``models.transformer.Decoder``), same initial weights, same batches:
 
@@ -29,6 +30,13 @@ in that round.
 CPU and CUDA: the like-for-like comparison. ``bare`` (torch's default AdamW, as nanoGPT runs on
 the CPU) shows what the fused optimiser is worth.
 
+``--document-mask`` compares ``bare fused docmask`` (the batches carry ``document_ids``, as
+``data.document_mask=true`` gives them: every attention layer gets an explicit boolean
+[B, 1, T, T] mask) with ``bare fused`` (SDPA's ``is_causal``, no mask) and nothing else.
+Token 0 plays the EOS, so the random tokens make documents of about ``vocab_size`` tokens
+(65 for shakespeare_char); the mask's cost does not depend on where the boundaries fall.
+``--max-seq-len`` changes the context of the shapes (e.g. 256 for a longer one).
+
 Peak RSS: each candidate runs once more alone in a fresh process (``VmHWM``).
 On CUDA (``--device cuda``, bf16-mixed autocast in both) it also prints MFU from
 ``Decoder.flops_per_token()`` and the device's peak FLOP/s.
@@ -50,6 +58,7 @@ import torch
 import torch.nn.functional as F
 
 from conf.schema import OptimConfig
+from data.collate import DocumentCollator, collate_blocks
 from data.config import DataConfig
 from models.config import ModelConfig
 from models.transformer import Decoder
@@ -87,14 +96,18 @@ def model_config(shape: str) -> ModelConfig:
     return ModelConfig.from_dict(model)
 
 
-def make_batches(shape: str, count: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
-    """``count`` random [B, T] next-token batches (the candidates see the same ones)."""
+def make_batches(
+    shape: str, count: int, seed: int = 0, document_mask: bool = False
+) -> list[dict[str, torch.Tensor]]:
+    """``count`` random [B, T] next-token batches (the candidates see the same tokens); with
+    ``document_mask`` they carry document ids too, token 0 playing the EOS."""
     overrides, batch_size, _ = SHAPES[shape]
     gen = torch.Generator().manual_seed(seed)
     blocks = torch.randint(
         overrides["vocab_size"], (count, batch_size, overrides["max_seq_len"] + 1), generator=gen
-    )
-    return [{"input_ids": b[:, :-1].contiguous(), "labels": b[:, 1:].contiguous()} for b in blocks]
+    ).numpy()  # (count, B, T + 1)
+    collate = DocumentCollator(collate_blocks, eos_id=0) if document_mask else collate_blocks
+    return [collate(list(b)) for b in blocks]
 
 
 def loader(batches: list[dict[str, torch.Tensor]]) -> torch.utils.data.DataLoader:
@@ -155,7 +168,12 @@ def run_lightning(
 
 
 def run_bare(
-    shape: str, steps: int, device: str, precision: str, fused: bool = False
+    shape: str,
+    steps: int,
+    device: str,
+    precision: str,
+    fused: bool = False,
+    document_mask: bool = False,
 ) -> list[float]:
     """Seconds per step of a plain PyTorch loop, every step."""
     _, _, optim_cfg = SHAPES[shape]
@@ -186,11 +204,14 @@ def run_bare(
     )
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     ends = []
-    for batch in loader(make_batches(shape, steps)):
+    for batch in loader(make_batches(shape, steps, document_mask=document_mask)):
         input_ids = batch["input_ids"].to(device, non_blocking=True)
         labels = batch["labels"].to(device, non_blocking=True)
+        document_ids = batch.get("document_ids")
+        if document_ids is not None:
+            document_ids = document_ids.to(device, non_blocking=True)
         with autocast:
-            logits = model(input_ids)  # (B, T, V)
+            logits = model(input_ids, document_ids=document_ids)  # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -208,20 +229,27 @@ CANDIDATES = {
     "lightning muon": functools.partial(run_lightning, muon=True),
     "bare": run_bare,
     "bare fused": functools.partial(run_bare, fused=True),
+    "bare fused docmask": functools.partial(run_bare, fused=True, document_mask=True),
 }
+DEFAULT_CANDIDATES = ["lightning", "lightning muon", "bare", "bare fused"]
+DOCUMENT_MASK_CANDIDATES = ["bare fused", "bare fused docmask"]
 # (numerator, denominator, target): ratios measured in the same round
 RATIOS = [
     ("lightning", "bare fused", 1.05),
     ("lightning", "bare", 1.05),
     ("lightning muon", "lightning", 1.15),
+    ("bare fused docmask", "bare fused", None),
 ]
 
 
 # --------------------------------------------------------------------------- measurement
 
 
-def peak_rss_child(shape: str, candidate: str, steps: int, device: str, precision: str) -> int:
+def peak_rss_child(
+    shape: str, candidate: str, steps: int, device: str, precision: str, max_seq_len: int | None
+) -> int:
     """Peak RSS (bytes) of a fresh process that runs one candidate for ``steps`` steps."""
+    context = [] if max_seq_len is None else ["--max-seq-len", str(max_seq_len)]
     out = subprocess.run(
         [
             sys.executable,
@@ -237,6 +265,7 @@ def peak_rss_child(shape: str, candidate: str, steps: int, device: str, precisio
             device,
             "--precision",
             precision,
+            *context,
         ],
         check=True,
         capture_output=True,
@@ -263,12 +292,21 @@ def peak_flops(device: str, precision: str) -> float | None:
 
 
 def bench_shape(
-    shape: str, rounds: int, steps: int, warmup: int, device: str, precision: str, memory: bool
+    shape: str,
+    names: list[str],
+    rounds: int,
+    steps: int,
+    warmup: int,
+    device: str,
+    precision: str,
+    memory: bool,
+    max_seq_len: int | None,
 ) -> dict:
-    times: dict[str, list[float]] = {name: [] for name in CANDIDATES}
+    """The candidates ``names`` at one shape, alternating over ``rounds``."""
+    times: dict[str, list[float]] = {name: [] for name in names}
     per_round: list[dict[str, float]] = []
     for index in range(rounds):
-        order = list(CANDIDATES) if index % 2 == 0 else list(reversed(CANDIDATES))
+        order = names if index % 2 == 0 else names[::-1]
         medians = {}
         for name in order:
             step_times = CANDIDATES[name](shape, steps + warmup, device, precision)[warmup:]
@@ -277,25 +315,35 @@ def bench_shape(
         per_round.append(medians)
         print(
             f"  {shape} round {index + 1}/{rounds}: "
-            + ", ".join(f"{n} {medians[n] * 1e3:.2f} ms" for n in CANDIDATES),
+            + ", ".join(f"{n} {medians[n] * 1e3:.2f} ms" for n in names),
             flush=True,
         )
     overrides, batch_size, _ = SHAPES[shape]
     tokens = batch_size * overrides["max_seq_len"]
     result = {
-        "shape": shape,
+        "shape": f"{shape} T={overrides['max_seq_len']}",
+        "candidates": names,
         "tokens_per_step": tokens,
         "per_round": per_round,
         "flops_per_token": Decoder(model_config(shape)).flops_per_token(),
         "ratios": {
-            f"{a}/{b}": statistics.median(r[a] / r[b] for r in per_round) for a, b, _ in RATIOS
+            f"{a}/{b}": sorted(r[a] / r[b] for r in per_round)
+            for a, b, _ in RATIOS
+            if a in names and b in names
         },
     }
     for name, values in times.items():
         ms = statistics.median(values) * 1e3
-        result[name] = {"ms": ms, "tokens_per_s": tokens / ms * 1e3}
+        rounds_ms = [r[name] * 1e3 for r in per_round]
+        result[name] = {
+            "ms": ms,
+            "round_ms": (min(rounds_ms), max(rounds_ms)),
+            "tokens_per_s": tokens / ms * 1e3,
+        }
         if memory:
-            result[name]["peak_rss"] = peak_rss_child(shape, name, 30, device, precision)
+            result[name]["peak_rss"] = peak_rss_child(
+                shape, name, 30, device, precision, max_seq_len
+            )
     return result
 
 
@@ -306,29 +354,38 @@ def print_table(results: list[dict], device: str, precision: str) -> None:
         f"{precision}; ms per steady-state step (median over all rounds); peak RSS of a "
         "fresh process running that candidate alone"
     )
-    head = f"{'shape':<18}{'candidate':<17}{'ms/step':>9}{'tokens/s':>11}{'peak RSS':>10}"
+    head = f"{'shape':<24}{'candidate':<20}{'ms/step':>9}{'rounds (min-max)':>18}"
+    head += f"{'tokens/s':>11}{'peak RSS':>10}"
     head += f"{'MFU':>7}" if peak else ""
     print(head)
     print("-" * len(head))
     for res in results:
-        for name in CANDIDATES:
+        for name in res["candidates"]:
             row = res[name]
             rss = f"{row['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in row else "-"
-            line = f"{res['shape']:<18}{name:<17}{row['ms']:>9.2f}{row['tokens_per_s']:>11,.0f}"
-            line += f"{rss:>10}"
+            low, high = row["round_ms"]
+            line = f"{res['shape']:<24}{name:<20}{row['ms']:>9.2f}{f'{low:.2f}-{high:.2f}':>18}"
+            line += f"{row['tokens_per_s']:>11,.0f}{rss:>10}"
             if peak:
                 line += f"{row['tokens_per_s'] * res['flops_per_token'] / peak:>7.1%}"
             print(line)
-    print("\nratios: median over rounds of the per-round ratio of medians (same round, same load)")
+    print(
+        "\nratios: median over rounds of the per-round ratio of medians (same round, same "
+        "load), and their range over the rounds"
+    )
     for res in results:
         for a, b, target in RATIOS:
-            value = res["ratios"][f"{a}/{b}"]
+            if f"{a}/{b}" not in res["ratios"]:
+                continue
+            per_round = res["ratios"][f"{a}/{b}"]
+            value = statistics.median(per_round)
+            spread = f"{per_round[0]:.3f}-{per_round[-1]:.3f}"
             verdict = (
                 ""
                 if target is None
                 else (f"(target <= {target}: {'ok' if value <= target else 'MISSED'})")
             )
-            print(f"  {res['shape']:<18}{a + ' / ' + b:<32}{value:>7.3f}  {verdict}")
+            print(f"  {res['shape']:<24}{a + ' / ' + b:<40}{value:>7.3f}  {spread}  {verdict}")
 
 
 def main() -> None:
@@ -346,11 +403,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--document-mask",
+        action="store_true",
+        help="compare bare fused with document ids (explicit mask) against without (is_causal)",
+    )
+    parser.add_argument("--max-seq-len", type=int, help="the shapes' context (default theirs)")
     parser.add_argument("--child", choices=list(CANDIDATES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     precision = args.precision or ("bf16-mixed" if args.device == "cuda" else "32-true")
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
+    if args.max_seq_len is not None:
+        SHAPES.update({s: _compose(s, f"model.max_seq_len={args.max_seq_len}") for s in SHAPES})
     if args.child:
         CANDIDATES[args.child](args.shape, args.steps, args.device, precision)
         print(json.dumps({"peak_rss": _peak_rss()}))
@@ -358,8 +423,19 @@ def main() -> None:
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (25 if args.quick else 60)
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
+    names = DOCUMENT_MASK_CANDIDATES if args.document_mask else DEFAULT_CANDIDATES
     results = [
-        bench_shape(s, rounds, steps, args.warmup, args.device, precision, not args.no_memory)
+        bench_shape(
+            s,
+            names,
+            rounds,
+            steps,
+            args.warmup,
+            args.device,
+            precision,
+            not args.no_memory,
+            args.max_seq_len,
+        )
         for s in shapes
     ]
     print_table(results, args.device, precision)

@@ -1,8 +1,11 @@
-"""Collators: decoder blocks -> shifted inputs/labels; encoder rows -> padded, MLM-masked."""
+"""Collators: decoder blocks -> shifted inputs/labels (with document ids for document
+masking); encoder rows -> padded, MLM-masked."""
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,7 +18,13 @@ IGNORE_INDEX = -100  # labels the loss skips (torch's cross_entropy default)
 def collate_blocks(blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
     """Blocks of T + 1 tokens -> input_ids = block[:-1], labels = block[1:], both [B, T]."""
     batch = torch.from_numpy(np.stack(blocks).astype(np.int64))  # [B, T+1]
-    return {"input_ids": batch[:, :-1].contiguous(), "labels": batch[:, 1:].contiguous()}
+    # Copies, always: for B = 1 both slices are already contiguous, so .contiguous() would
+    # return two views of one storage, and editing the labels (collate_windows) would edit
+    # the inputs.
+    return {
+        "input_ids": batch[:, :-1].clone(memory_format=torch.contiguous_format),
+        "labels": batch[:, 1:].clone(memory_format=torch.contiguous_format),
+    }
 
 
 def collate_windows(windows: list[dict[str, object]]) -> dict[str, torch.Tensor]:
@@ -26,6 +35,32 @@ def collate_windows(windows: list[dict[str, object]]) -> dict[str, torch.Tensor]
     for row, window in enumerate(windows):
         batch["labels"][row, : length - window["scored"]] = IGNORE_INDEX
     return batch
+
+
+def document_ids(input_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Document id [B, T] of each input: the number of EOS tokens before it in its row.
+
+    The EOS belongs to the document it ends, so ids run 0, .., 0 (EOS), 1, .. and a token
+    after an EOS starts the next document.
+    """
+    is_eos = (input_ids == eos_id).long()  # (B, T)
+    return is_eos.cumsum(dim=1) - is_eos  # (B, T): exclusive count
+
+
+class DocumentCollator:
+    """A decoder collator (`collate_blocks`, `collate_windows`) whose batches also carry
+    "document_ids" [B, T] (see `document_ids`), for `data.document_mask=true`."""
+
+    def __init__(
+        self, collate: Callable[[list[Any]], dict[str, torch.Tensor]], eos_id: int
+    ) -> None:
+        self.collate = collate
+        self.eos_id = eos_id
+
+    def __call__(self, items: list[Any]) -> dict[str, torch.Tensor]:
+        batch = self.collate(items)
+        batch["document_ids"] = document_ids(batch["input_ids"], self.eos_id)
+        return batch
 
 
 class MLMCollator:

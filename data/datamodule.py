@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
 from data.cache import cache_root
-from data.collate import MLMCollator, collate_blocks, collate_windows
+from data.collate import DocumentCollator, MLMCollator, collate_blocks, collate_windows
 from data.config import TOKENIZER_KINDS, DataConfig
 from data.corpus import Corpus
 from data.examples import EncoderExamples, PackedBlocks, StridedWindows, check_max_seq_len
@@ -109,6 +109,12 @@ class LMDataModule(L.LightningDataModule):
         super().__init__()
         if arch not in DEFAULT_TOKENIZER:
             raise ValueError(f"arch={arch!r} is not valid; choose one of {list(DEFAULT_TOKENIZER)}")
+        if cfg.document_mask and arch == "encoder":
+            raise ValueError(
+                "data.document_mask=true is for decoders (packed blocks of several documents); "
+                "an encoder example is one document already: drop data.document_mask or use "
+                "model=gpt"
+            )
         check_max_seq_len(max_seq_len)
         self.cfg = cfg
         self.arch = arch
@@ -211,6 +217,8 @@ class LMDataModule(L.LightningDataModule):
     def _loader_options(self) -> dict:
         if self.arch == "decoder":
             collate = collate_blocks if self.eval_stride is None else collate_windows
+            if self.cfg.document_mask:
+                collate = DocumentCollator(collate, self.prepared.specials.eos_id)
         else:
             collate = MLMCollator(
                 self.prepared.specials,

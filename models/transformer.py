@@ -22,6 +22,10 @@ real tokens, 0 for padding. Position ids count real tokens only, so a left-padde
 the positions it would have without padding (and right padding changes nothing for the real
 tokens). ``ModelConfig.position`` adds learned or sinusoidal positions to the embeddings, or
 (``rope``) hands the same position ids to every attention layer as rotary cos/sin.
+
+Document masking (``Decoder.forward(..., document_ids=...)``): in a block packed from several
+documents, a token attends only to earlier tokens of its own document and positions restart
+at 0 at each document, so a document computes as it would alone (``document_layout``).
 """
 
 from __future__ import annotations
@@ -82,6 +86,25 @@ def position_ids(
         return torch.arange(past_length, past_length + length, device=device)[None, :]  # (1, T)
     positions = attention_mask.long().cumsum(dim=-1) - 1  # (B, T_k)
     return positions.clamp(min=0)[:, -length:]  # (B, T)
+
+
+def document_layout(document_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """Document ids [B, T] -> (same-document mask [B, 1, T, T], positions [B, T]).
+
+    A document is a run of equal consecutive ids: runs, not id values, decide, so ids that
+    recur later (0, 1, 0) name three documents and mask and positions always agree. The mask
+    is True where query and key lie in the same document; the attention's causal flag adds
+    the triangle. Positions count from 0 at the start of each run.
+    """
+    _, length = document_ids.shape
+    starts = torch.ones_like(document_ids, dtype=torch.bool)  # (B, T)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    run = starts.cumsum(dim=-1)  # (B, T): the run each token belongs to
+    same_document = run[:, :, None] == run[:, None, :]  # (B, T, T)
+    index = torch.arange(length, device=document_ids.device).expand_as(document_ids)  # (B, T)
+    # A token's run began at the last start at or before it.
+    run_start = torch.where(starts, index, 0).cummax(dim=-1).values  # (B, T)
+    return same_document[:, None], index - run_start  # (B, 1, T, T), (B, T)
 
 
 class Embeddings(nn.Module):
@@ -169,13 +192,18 @@ class Block(nn.Module):
         need_weights: bool = False,
         kv_cache: KVCache | None = None,
         rotary: tuple[Tensor, Tensor] | None = None,
+        mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None)."""
+        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None).
+
+        mask: an explicit boolean mask for the attention (True = may attend), [B, 1, T, T_k].
+        """
         attn_in = self.attn_norm(x) if self.pre_norm else x
         attended = self.attn(
             attn_in,
             attention_mask=attention_mask,
             causal=self.causal,
+            mask=mask,
             need_weights=need_weights,
             kv_cache=kv_cache,
             rotary=rotary,
@@ -278,20 +306,31 @@ class TransformerBase(nn.Module):
         token_type_ids: Tensor | None = None,
         output_attentions: bool = False,
         kv_caches: list[KVCache] | None = None,
+        document_ids: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None]:
         """Embeddings and blocks (and the final norm when pre-LN): [B, T] -> [B, T, C]."""
         past_length = kv_caches[0].length if kv_caches else 0
         self._check_inputs(input_ids, attention_mask, past_length)
-        positions = position_ids(
-            attention_mask, input_ids.shape[1], past_length, input_ids.device
-        )  # (B|1, T)
+        mask = None
+        if document_ids is None:
+            positions = position_ids(
+                attention_mask, input_ids.shape[1], past_length, input_ids.device
+            )  # (B|1, T)
+        else:
+            _check_document_ids(document_ids, input_ids, attention_mask, kv_caches)
+            mask, positions = document_layout(document_ids)  # (B, 1, T, T), (B, T)
         x = self.embeddings(input_ids, positions, token_type_ids)  # (B, T, C)
         rotary = None if self.rotary is None else self.rotary(positions)  # 2 x (B|1, T, D)
         attentions = []
         for i, block in enumerate(self.blocks):
             cache = kv_caches[i] if kv_caches else None
             x, probs = block(
-                x, attention_mask, need_weights=output_attentions, kv_cache=cache, rotary=rotary
+                x,
+                attention_mask,
+                need_weights=output_attentions,
+                kv_cache=cache,
+                rotary=rotary,
+                mask=mask,
             )
             attentions.append(probs)
         if self.final_norm is not None:
@@ -434,14 +473,23 @@ class Decoder(TransformerBase):
         *,
         output_attentions: bool = False,
         kv_caches: list[KVCache] | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
 
         attention_mask: [B, T] (left padding for batched prompts); with ``kv_caches`` (from
         ``init_caches``) it covers the cached tokens too, [B, T_cached + T].
+        document_ids: [B, T] integers, for blocks packed from several documents: a token
+        attends only to earlier tokens of its document (a run of equal ids) and positions
+        restart at each document (``document_layout``). Not with ``kv_caches`` or
+        ``attention_mask``: padding is a document of its own.
         """
         hidden, attentions = self._trunk(
-            input_ids, attention_mask, output_attentions=output_attentions, kv_caches=kv_caches
+            input_ids,
+            attention_mask,
+            output_attentions=output_attentions,
+            kv_caches=kv_caches,
+            document_ids=document_ids,
         )
         logits = self.lm_head(hidden)  # (B, T, V)
         return ModelOutput(logits, attentions) if output_attentions else logits
@@ -522,6 +570,38 @@ class Decoder(TransformerBase):
 def build_model(cfg: ModelConfig) -> Encoder | Decoder:
     """The model class named by ``cfg.arch``."""
     return Encoder(cfg) if cfg.arch == "encoder" else Decoder(cfg)
+
+
+def _check_document_ids(
+    document_ids: Tensor,
+    input_ids: Tensor,
+    attention_mask: Tensor | None,
+    kv_caches: list[KVCache] | None,
+) -> None:
+    if (
+        document_ids.dtype.is_floating_point
+        or document_ids.dtype.is_complex
+        or (document_ids.dtype == torch.bool)
+    ):
+        raise ValueError(
+            f"document_ids has dtype {document_ids.dtype}; pass integer ids [batch, length] "
+            "(the document of each token, e.g. the number of EOS tokens before it)"
+        )
+    if tuple(document_ids.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"document_ids has shape {tuple(document_ids.shape)}, expected the shape of "
+            f"input_ids {tuple(input_ids.shape)}: one document id per token"
+        )
+    if kv_caches is not None:
+        raise ValueError(
+            "document_ids cannot be combined with kv_caches: the cache holds keys at absolute "
+            "positions of one sequence; generate without document_ids (a prompt is one document)"
+        )
+    if attention_mask is not None:
+        raise ValueError(
+            "document_ids cannot be combined with attention_mask; give the padding a document "
+            "id of its own (its tokens then attend only to padding) and drop attention_mask"
+        )
 
 
 def _check_sampling_args(

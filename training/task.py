@@ -91,9 +91,12 @@ class LanguageModelTask(L.LightningModule):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         return self.model(input_ids, attention_mask=attention_mask)
 
+    def _logits(self, batch: dict[str, Tensor]) -> Tensor:
+        return self(batch["input_ids"], batch.get("attention_mask"))  # (B, T, V)
+
     def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Mean cross-entropy over the targets, and the logits [B, T, V]."""
-        logits = self(batch["input_ids"], batch.get("attention_mask"))  # (B, T, V)
+        logits = self._logits(batch)  # (B, T, V)
         labels = batch["labels"]  # (B, T), IGNORE_INDEX where there is no target
         # Summed, then divided by at least 1: an MLM batch that happens to mask no token
         # has loss 0, not the NaN of a mean over nothing (which would look like divergence).
@@ -234,7 +237,15 @@ class LanguageModelTask(L.LightningModule):
 
 
 class CausalLMTask(LanguageModelTask):
-    """Next-token prediction for the decoder; reports bits per character too."""
+    """Next-token prediction for the decoder; reports bits per character too. A batch with
+    "document_ids" (``data.document_mask=true``) is attended within each document."""
+
+    def _logits(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.model(
+            batch["input_ids"],
+            attention_mask=batch.get("attention_mask"),
+            document_ids=batch.get("document_ids"),
+        )
 
     def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         split = "validation" if stage == "val" else stage
