@@ -75,6 +75,22 @@ class RecordFinalStep(L.Callback):
         self._record(trainer)
 
 
+class RecordBatches(L.Callback):
+    """Append each training row this rank receives to ``DIRECTORY/rank-N.txt``, one line of
+    token ids per row."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory)
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict, *args: object
+    ) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / f"rank-{trainer.global_rank}.txt", "a") as f:
+            for row in batch["input_ids"].tolist():
+                f.write(" ".join(map(str, row)) + "\n")
+
+
 def main_with(*callbacks: L.Callback) -> None:
     """Run train.py's entry point as ``main`` does (Hydra, argv, the exit policy), with extra
     callbacks."""

@@ -567,9 +567,10 @@ DDP = [
 
 def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> None:
     counts = tmp_path / "tokenizer_trainings.txt"
+    rows = tmp_path / "rows"
     wrapper = (
-        "from tests.faults import count_tokenizer_training, main_with\n"
-        f"count_tokenizer_training({str(counts)!r})\nmain_with()\n"
+        "from tests.faults import RecordBatches, count_tokenizer_training, main_with\n"
+        f"count_tokenizer_training({str(counts)!r})\nmain_with(RecordBatches({str(rows)!r}))\n"
     )
     out = tmp_path / "run"
     proc = train_py(
@@ -588,6 +589,11 @@ def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> N
     assert proc.stdout.count("tinylm: decoder with") == 1
     assert proc.stdout.count("=== tinylm results ===") == 1
     assert counts.read_text().split() == ["0"]  # the tokenizer was trained once, by rank 0
+    # Each rank trained on its own blocks, read from the one memory-mapped token store.
+    ranks = [(rows / f"rank-{r}.txt").read_text().splitlines() for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 10 * 8  # 10 steps of data.batch_size=8 rows
+    assert not set(ranks[0]) & set(ranks[1])
+    assert len(list((tmp_path / "cache" / "tokens").iterdir())) == 1
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
     assert not list(tmp_path.rglob("version_*"))  # one csv log, no per-rank directories
     metrics = json.loads((out / "metrics.json").read_text())
