@@ -7,7 +7,7 @@ and ``SPLIT.starts`` (int64, the offset of each document, plus the total), and `
 place, so a store that exists is complete; ``open_store`` still checks sizes and checksums and
 reports damage, so a damaged store is rebuilt and never trained on. Readers get
 ``MappedArray`` views: nothing proportional to the corpus is copied into a process, and a
-DataLoader worker or DDP rank maps the files itself (see ARCHITECTURE.md, "Data").
+DataLoader worker or DDP rank maps the files itself (ARCHITECTURE.md, "Data").
 """
 
 from __future__ import annotations

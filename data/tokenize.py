@@ -97,10 +97,12 @@ def encoded(
     """(split, texts, ids, offsets) for each batch, in order; ``workers`` processes encode."""
     if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
         for split, texts in batches:
-            yield split, texts, *encode_documents(tokenizer, texts)
+            with _tokenizer_threads_off():  # one worker is one core
+                encoding = encode_documents(tokenizer, texts)
+            yield split, texts, *encoding
         return
     context = multiprocessing.get_context("fork")  # workers inherit the imported modules
-    with _single_threaded_children():
+    with _tokenizer_threads_off():  # inherited: each worker is one core
         pool = context.Pool(workers, _start_worker, (tokenizer.to_str(),))
     with pool:
         pending: deque = deque()
@@ -114,9 +116,10 @@ def encoded(
 
 
 @contextmanager
-def _single_threaded_children() -> Iterator[None]:
-    # Each worker is one of the cores: the tokenizers library's own threads would oversubscribe
-    # them (and it warns when a process that used them forks).
+def _tokenizer_threads_off() -> Iterator[None]:
+    # The tokenizers library reads this at each call (and workers forked inside inherit it):
+    # its own threads would oversubscribe the cores, and it warns when a process using them
+    # forks.
     previous = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
