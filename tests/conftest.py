@@ -120,3 +120,20 @@ def train_py(
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture
+def sdpa_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The keyword arguments of every ``scaled_dot_product_attention`` call the attention
+    module makes from now on (the calls still run)."""
+    import models.attention as attention_module
+
+    calls: list[dict] = []
+    real_sdpa = attention_module.F.scaled_dot_product_attention
+
+    def recording_sdpa(*args: object, **kw: object) -> object:
+        calls.append(kw)
+        return real_sdpa(*args, **kw)
+
+    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", recording_sdpa)
+    return calls

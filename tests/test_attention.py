@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-import models.attention as attention_module
 from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding, build_attention_mask
 from tests.seed_references import Seed000SelfAttention, Seed003Attention, Seed004CausalAttention
 
@@ -223,16 +222,9 @@ def test_sdpa_path_matches_plain_path_with_gradients(name: str) -> None:
     ids=["causal", "causal_padding", "padding", "none"],
 )
 def test_sdpa_receives_is_causal_without_mask_tensor(
-    monkeypatch: pytest.MonkeyPatch, kwargs: dict, expect_causal: bool, expect_mask: bool
+    sdpa_calls: list[dict], kwargs: dict, expect_causal: bool, expect_mask: bool
 ) -> None:
-    calls: list[dict] = []
-    real_sdpa = attention_module.F.scaled_dot_product_attention
-
-    def recording_sdpa(*args: Tensor, **kw: object) -> Tensor:
-        calls.append(kw)
-        return real_sdpa(*args, **kw)
-
-    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", recording_sdpa)
+    calls = sdpa_calls
     module = MultiHeadAttention(D_MODEL, HEADS).eval()
     module(torch.randn(B, T, D_MODEL), **kwargs)
     assert len(calls) == 1

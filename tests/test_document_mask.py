@@ -13,7 +13,6 @@ import pytest
 import torch
 from torch import Tensor
 
-import models.attention as attention_module
 from data.collate import (
     IGNORE_INDEX,
     DocumentCollator,
@@ -155,17 +154,8 @@ def test_sdpa_path_and_plain_path_agree(position: str) -> None:
         assert probs.masked_select(~(same_document & causal)).abs().max() == 0
 
 
-def test_sdpa_gets_one_boolean_mask_and_never_is_causal_with_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls: list[dict] = []
-    real_sdpa = attention_module.F.scaled_dot_product_attention
-
-    def recording_sdpa(*args: Tensor, **kw: Any) -> Tensor:
-        calls.append(kw)
-        return real_sdpa(*args, **kw)
-
-    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", recording_sdpa)
+def test_sdpa_gets_one_boolean_mask_and_never_is_causal_with_it(sdpa_calls: list[dict]) -> None:
+    calls = sdpa_calls
     model = tiny_decoder()
     ids, docs = packed(document(4, seed=1), document(3, seed=2))
     with torch.no_grad():
