@@ -47,7 +47,8 @@ def token_store(corpus: Corpus, tokenizer: Tokenizer, root: Path) -> dict[str, S
     """The corpus's token store for this tokenizer: opened from the cache, or built there.
 
     A damaged store (truncated, altered, from another version) is reported, removed and built
-    again. Callers hold the cache's prepare lock (`data.datamodule.prepare`).
+    again; so is what a build killed midway left. Callers hold the cache's prepare lock
+    (`data.datamodule.prepare`), so no other process is building this store meanwhile.
     """
     key = stable_hash("tokens", corpus.key, stable_hash(tokenizer.to_str()))
     directory = root / "tokens" / key
@@ -57,6 +58,8 @@ def token_store(corpus: Corpus, tokenizer: Tokenizer, root: Path) -> dict[str, S
         except StoreDamaged as damage:
             log.warning("token store %s is damaged (%s): building it again", directory, damage)
             shutil.rmtree(directory)
+    for unfinished in directory.parent.glob(f".{directory.name}-*"):  # a killed build's
+        shutil.rmtree(unfinished)
     build_store(corpus, tokenizer, directory)
     return open_store(directory)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -149,11 +150,28 @@ def test_a_damaged_store_is_detected_and_rebuilt_never_read(
     assert np.array_equal(rebuilt, good)
 
 
-def test_token_ids_beyond_the_declared_type_are_refused(tmp_path: Path) -> None:
+def test_a_killed_build_leaves_nothing_that_is_read_and_is_cleaned_up(tmp_path: Path) -> None:
+    cfg = small_cfg(tmp_path)
+    good = prepare(cfg, "decoder").stores["train"].tokens[:].copy()
+    directory = _store_dir(cfg)
+    unfinished = directory.parent / f".{directory.name}-killed"
+    unfinished.mkdir()
+    (unfinished / "train.tokens").write_bytes(b"\x00" * 10)  # no meta.json: never committed
+    shutil.rmtree(directory)
+    assert np.array_equal(prepare(cfg, "decoder").stores["train"].tokens[:], good)
+    assert [p.name for p in directory.parent.iterdir()] == [directory.name]
+
+
+@pytest.mark.parametrize(
+    ("vocab_size", "bad_id", "dtype"), [(256, 300, "uint8"), (65536, 70000, "uint16")]
+)
+def test_token_ids_beyond_the_declared_type_are_refused(
+    tmp_path: Path, vocab_size: int, bad_id: int, dtype: str
+) -> None:
     target = tmp_path / "tokens" / "store"
-    refused = pytest.raises(ValueError, match=r"token id 300 does not fit the store's uint8")
-    with refused, StoreBuilder(target, vocab_size=256, eos_id=0) as builder:
-        builder.writer("train").add(np.array([5, 300]), np.array([0, 2]), ["ab"])
+    message = rf"token id {bad_id} does not fit the store's {dtype}"
+    with pytest.raises(ValueError, match=message), StoreBuilder(target, vocab_size, 0) as builder:
+        builder.writer("train").add(np.array([5, bad_id]), np.array([0, 2]), ["ab"])
         builder.commit()
     assert list((tmp_path / "tokens").iterdir()) == []  # nothing half-written is left
 
