@@ -23,6 +23,7 @@ from data.examples import (
     join_documents,
 )
 from data.sampler import ResumableDataLoader, ResumableSampler
+from data.streaming import prepare_stream, stream_loader
 from data.tokenize import chars_per_token, token_arrays, tokenize_corpus
 from data.tokenizer import (
     SpecialTokens,
@@ -125,13 +126,22 @@ class LMDataModule(L.LightningDataModule):
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node: the expensive work (tokenizer
         # training, tokenization) happens here and leaves its results in the cache.
-        self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
+        self._prepared = self._prepare()
 
     def setup(self, stage: str | None = None) -> None:
         if self._prepared is None:  # another rank prepared; everything is a cache hit now
-            self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
+            self._prepared = self._prepare()
         if not self._splits:
             self._splits = {split: self._examples(split) for split in self._prepared.tokenized}
+
+    def _prepare(self) -> Prepared:
+        if self.cfg.streaming:  # the evaluation splits only: training reads the stream
+            spec = self.cfg.tokenizer or DEFAULT_TOKENIZER[self.arch]
+            corpus, tokenized, tokenizer = prepare_stream(
+                self.cfg, spec, self.tokenizer_json, self.whole
+            )
+            return Prepared(corpus, tokenized, tokenizer, special_tokens_of(tokenizer))
+        return prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
 
     def _examples(self, split: str) -> Dataset:
         ids, offsets = token_arrays(self.prepared.tokenized[split])
@@ -181,12 +191,18 @@ class LMDataModule(L.LightningDataModule):
     def chars_per_token(self) -> dict[str, float]:
         """Per split: characters of raw text per token (bpc = loss / ln 2 / this)."""
         prepared = self.prepared
-        return {
+        ratios = {
             split: chars_per_token(prepared.corpus[split], prepared.tokenized[split])
             for split in prepared.tokenized
         }
+        if self.cfg.streaming:  # the stream is not counted: validation's ratio estimates it
+            ratios["train"] = ratios["validation"]
+        return ratios
 
     def train_dataloader(self) -> DataLoader:
+        if self.cfg.streaming:
+            collate = self._loader_options()["collate_fn"]
+            return stream_loader(self.cfg, self.tokenizer, self.arch, self.max_seq_len, collate)
         dataset = self.dataset("train")
         if self.trainer is not None and self.trainer.overfit_batches > 0:
             # Lightning rebuilds the loader around a sequential sampler: nothing to resume.

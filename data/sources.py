@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import datasets
-from datasets import Dataset, DatasetDict, load_dataset
+from datasets import Dataset, DatasetDict, IterableDatasetDict, load_dataset
 from datasets.exceptions import DatasetGenerationError
 
 from data.cache import cache_root
@@ -31,13 +31,17 @@ FILE_BUILDERS = {
 }
 
 
-def load_raw(cfg: DataConfig) -> DatasetDict:
-    """Load the configured source as a DatasetDict of "text" columns (standard split names)."""
+def load_raw(cfg: DataConfig, streaming: bool = False) -> DatasetDict | IterableDatasetDict:
+    """Load the configured source as a DatasetDict of "text" columns (standard split names);
+    with `streaming`, an IterableDatasetDict that reads the source as it is iterated."""
     if cfg.source == "builtin":
-        return DatasetDict({"train": Dataset.from_dict({"text": builtin_documents()})})
+        builtin = Dataset.from_dict({"text": builtin_documents()})
+        if streaming:
+            return IterableDatasetDict({"train": builtin.to_iterable_dataset()})
+        return DatasetDict({"train": builtin})
     if cfg.source == "files":
-        return _load_files(cfg)
-    return _load_hub(cfg)
+        return _load_files(cfg, streaming)
+    return _load_hub(cfg, streaming)
 
 
 def source_fingerprint(cfg: DataConfig) -> list[object]:
@@ -111,7 +115,7 @@ def _supported(file: Path) -> bool:
     return file.suffix.lower() in FILE_BUILDERS
 
 
-def _load_files(cfg: DataConfig) -> DatasetDict:
+def _load_files(cfg: DataConfig, streaming: bool) -> DatasetDict | IterableDatasetDict:
     files = split_files(cfg)
     builders = {FILE_BUILDERS[f.suffix.lower()] for split in files.values() for f in split}
     if len(builders) > 1:
@@ -128,6 +132,7 @@ def _load_files(cfg: DataConfig) -> DatasetDict:
             builder,
             data_files={split: [str(f) for f in fs] for split, fs in files.items()},
             cache_dir=str(cache_root(cfg) / "hf"),
+            streaming=streaming,
             **options,
         )
     except DatasetGenerationError as err:
@@ -140,7 +145,7 @@ def _load_files(cfg: DataConfig) -> DatasetDict:
     return _text_only(raw, column, f"data.path={cfg.path!r}")
 
 
-def _load_hub(cfg: DataConfig) -> DatasetDict:
+def _load_hub(cfg: DataConfig, streaming: bool) -> DatasetDict | IterableDatasetDict:
     what = cfg.name if cfg.config_name is None else f"{cfg.name} ({cfg.config_name})"
     hint = (
         f"cannot load Hub dataset {what}: the Hugging Face Hub is {{why}}. Download its files "
@@ -153,17 +158,22 @@ def _load_hub(cfg: DataConfig) -> DatasetDict:
     if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
         raise ConnectionError(hint.format(why=why))
     try:
-        raw = load_dataset(cfg.name, cfg.config_name, cache_dir=str(cache_root(cfg) / "hf"))
+        raw = load_dataset(
+            cfg.name, cfg.config_name, cache_dir=str(cache_root(cfg) / "hf"), streaming=streaming
+        )
     except ConnectionError as err:
         raise ConnectionError(hint.format(why=f"not usable ({err})")) from err
     return _text_only(raw, cfg.text_column, f"Hub dataset {what}")
 
 
-def _text_only(raw: DatasetDict, column: str, what: str) -> DatasetDict:
+def _text_only(
+    raw: DatasetDict | IterableDatasetDict, column: str, what: str
+) -> DatasetDict | IterableDatasetDict:
     """Keep the standard splits and only the text column, renamed to "text"."""
     if "train" not in raw:
         raise ValueError(f"{what} has no 'train' split; its splits are {list(raw)}")
-    columns = raw["train"].column_names
+    # A stream of json/csv files knows its columns only once read: its first record names them.
+    columns = raw["train"].column_names or list(next(iter(raw["train"]), {}))
     if column not in columns:
         raise ValueError(
             f"data.text_column={column!r} is not a column of {what}; its columns are {columns}. "
@@ -174,4 +184,4 @@ def _text_only(raw: DatasetDict, column: str, what: str) -> DatasetDict:
         if split in raw:
             ds = raw[split].select_columns([column])
             kept[split] = ds.rename_column(column, "text") if column != "text" else ds
-    return DatasetDict(kept)
+    return type(raw)(kept)
