@@ -55,9 +55,15 @@ def _split_paths(corpus: dict[str, Path]) -> dict[str, str]:
     return {"train": str(corpus["train"]), "validation": str(corpus["validation"])}
 
 
-def _streaming_module(path: object, corpus: dict[str, Path], arch: str = "decoder", **options):
+def _streaming_module(
+    path: object,
+    corpus: dict[str, Path],
+    arch: str = "decoder",
+    max_seq_len: int = MAX_SEQ_LEN,
+    **options: object,
+) -> LMDataModule:
     cfg = _cfg(path, tokenizer=str(corpus["tokenizer"]), streaming=True, **options)
-    datamodule = LMDataModule(cfg, arch, MAX_SEQ_LEN)
+    datamodule = LMDataModule(cfg, arch, max_seq_len)
     datamodule.prepare_data()
     datamodule.setup("fit")
     return datamodule
@@ -69,7 +75,7 @@ def _blocks(datamodule: LMDataModule, rank: int = 0, world_size: int = 1, roles:
         stream_splits(datamodule.cfg),
         datamodule.tokenizer,
         datamodule.arch,
-        MAX_SEQ_LEN,
+        datamodule.max_seq_len,
         batch_size=4,
         rank=rank,
         world_size=world_size,
@@ -317,3 +323,65 @@ def test_train_py_streams_a_file(corpus: dict[str, Path], tmp_path: Path) -> Non
     assert metrics["status"] == "completed" and metrics["step"] == 3
     assert metrics["val_loss"] > 0 and metrics["val_bpc"] > 0
     assert (out / "checkpoints" / "last.ckpt").is_file()
+
+
+DDP = [
+    "trainer=ddp",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "trainer.precision=32-true",
+    "trainer.compile=false",
+]
+
+
+@pytest.mark.slow
+def test_cpu_ddp_ranks_read_their_own_blocks_and_resume(
+    corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    def train(name: str, steps: int, *extra: str) -> list[list[list[int]]]:
+        record = tmp_path / f"{name}-batches"
+        wrapper = (
+            "from tests.faults import RecordBatches, main_with\n"
+            f"main_with(RecordBatches({str(record)!r}))\n"
+        )
+        out = tmp_path / name
+        proc = train_py(
+            *_tiny_streaming(corpus["train"], corpus, out, f"trainer.max_steps={steps}"),
+            *DDP,
+            "trainer.val_check_interval=2",
+            "max_new_tokens=1",
+            *extra,
+            f"hydra.run.dir={out}",
+            cwd=tmp_path,
+            wrapper=wrapper,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [
+            [
+                json.loads(line)["blocks"]
+                for line in Path(f"{record}.{rank}").read_text().splitlines()
+            ]
+            for rank in (0, 1)
+        ]
+
+    straight = train("straight", 4)
+    datamodule = _streaming_module(
+        str(corpus["train"]), corpus, max_seq_len=32, stream_val_examples=20
+    )  # TINY's
+    eos = datamodule.eos_token_id
+    for rank, batches in enumerate(straight):
+        # Each rank trains on the blocks of its own share of the stream, in order.
+        (expected,) = _blocks(datamodule, rank=rank, world_size=2)
+        assert len(batches) == 4
+        got = [block for batch in batches for block in batch]
+        assert got == [block.tolist() for block in expected[: len(got)]]
+    documents = [
+        set(_documents([np.array(b) for batch in batches for b in batch], eos))
+        for batches in straight
+    ]
+    assert documents[0] and documents[1] and not documents[0] & documents[1]
+    train("cut", 2)
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    resumed = train("resumed", 4, f"ckpt_path={last}")
+    for rank in (0, 1):  # each rank resumed at its own position (gathered into the checkpoint)
+        assert resumed[rank] == straight[rank][2:]
