@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec.asyn
 import numpy as np
 import torch.distributed as dist
 from datasets import Dataset, DatasetDict, IterableDataset
@@ -264,6 +265,10 @@ class StreamBlocks(TorchIterableDataset):
 
     def __iter__(self) -> Iterator[tuple[int, list[np.ndarray], dict]]:
         info = get_worker_info()
+        if info is not None:
+            # A lock inherited from the parent would hang a remote (Hub) stream in a forked
+            # worker; datasets resets it the same way in its own worker path.
+            fsspec.asyn.reset_lock()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         role = (worker + self.start["next_role"]) % workers
         for batch, position in self.batches(role, workers, self.start["positions"][role]):
@@ -389,6 +394,7 @@ class StreamLoader(DataLoader):
 
 
 def rank_and_world_size() -> tuple[int, int]:
+    """This process's DDP rank and the number of ranks; (0, 1) outside DDP."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1

@@ -323,6 +323,11 @@ def test_train_py_streams_a_file(corpus: dict[str, Path], tmp_path: Path) -> Non
     assert metrics["status"] == "completed" and metrics["step"] == 3
     assert metrics["val_loss"] > 0 and metrics["val_bpc"] > 0
     assert (out / "checkpoints" / "last.ckpt").is_file()
+    # mode=eval scores the run's held-out validation, rebuilt from the stream.
+    proc = train_py(*TINY, "mode=eval", f"ckpt_path={out}", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record,) = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert record["split"] == "validation" and record["loss"] > 0 and record["bpc"] > 0
 
 
 DDP = [
