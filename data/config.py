@@ -33,9 +33,10 @@ class DataConfig:
     num_proc: tokenization processes; None -> the cores this process may use.
     cache_dir: None -> $TINYLM_CACHE or ~/.cache/tinylm.
     streaming: read the source as a stream (nothing cached but the tokenizer), tokenized and
-    packed on the fly, sharded by rank and DataLoader worker. Validation is the source's
-    validation split, else its first `stream_val_examples` examples (never trained on); a
-    trained tokenizer learns from the first `stream_tokenizer_examples` examples.
+    packed on the fly, sharded by rank and DataLoader worker. Validation is the first
+    `stream_val_examples` examples of the source's validation split, else of train (then never
+    trained on); a trained tokenizer learns from the first `stream_tokenizer_examples`
+    training examples (see data/streaming.py).
     document_mask: decoders only; in a packed block a token attends only to earlier tokens of
     its own document, and positions restart at each document.
     """

@@ -17,6 +17,7 @@ from data.corpus import Corpus
 from data.examples import EncoderExamples, PackedBlocks, StridedWindows, check_max_seq_len
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.store import SplitStore
+from data.streaming import prepare_stream, stream_loader
 from data.tokenize import token_store
 from data.tokenizer import (
     SpecialTokens,
@@ -129,13 +130,20 @@ class LMDataModule(L.LightningDataModule):
     def prepare_data(self) -> None:
         # Lightning runs this on one process per node: the expensive work (tokenizer
         # training, tokenization) happens here and leaves its results in the cache.
-        self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
+        self._prepared = self._prepare()
 
     def setup(self, stage: str | None = None) -> None:
         if self._prepared is None:  # another rank prepared; everything is a cache hit now
-            self._prepared = prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
+            self._prepared = self._prepare()
         if not self._splits:
             self._splits = {split: self._examples(split) for split in self._prepared.stores}
+
+    def _prepare(self) -> Prepared:
+        if self.cfg.streaming:  # the evaluation splits only: training reads the stream
+            spec = self.cfg.tokenizer or DEFAULT_TOKENIZER[self.arch]
+            stores, tokenizer = prepare_stream(self.cfg, spec, self.tokenizer_json, self.whole)
+            return Prepared(stores, tokenizer, special_tokens_of(tokenizer))
+        return prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
 
     def _examples(self, split: str) -> Dataset:
         store = self.prepared.stores[split]
@@ -185,9 +193,15 @@ class LMDataModule(L.LightningDataModule):
     @property
     def chars_per_token(self) -> dict[str, float]:
         """Per split: characters of raw text per token (bpc = loss / ln 2 / this)."""
-        return {split: store.chars_per_token for split, store in self.prepared.stores.items()}
+        ratios = {split: store.chars_per_token for split, store in self.prepared.stores.items()}
+        if self.cfg.streaming:  # the stream is not counted: validation's ratio estimates it
+            ratios["train"] = ratios["validation"]
+        return ratios
 
     def train_dataloader(self) -> DataLoader:
+        if self.cfg.streaming:
+            collate = self._loader_options()["collate_fn"]
+            return stream_loader(self.cfg, self.tokenizer, self.arch, self.max_seq_len, collate)
         dataset = self.dataset("train")
         if self.trainer is not None and self.trainer.overfit_batches > 0:
             # Lightning rebuilds the loader around a sequential sampler: nothing to resume.

@@ -31,15 +31,16 @@ FILE_BUILDERS = {
 }
 
 
-def load_raw(cfg: DataConfig) -> dict[str, Dataset | IterableDataset]:
-    """The configured source: splits (standard names) of one "text" column; local files as
-    streams (read at each pass, never copied), the built-in corpus in memory, a Hub dataset as
-    the `datasets` cache holds it."""
+def load_raw(cfg: DataConfig, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
+    """The configured source: splits (standard names) of one "text" column. Local files are
+    always streams (read at each pass, never copied); the built-in corpus is in memory and a
+    Hub dataset as the `datasets` cache holds it, or with ``streaming`` both as streams."""
     if cfg.source == "builtin":
-        return {"train": Dataset.from_dict({"text": builtin_documents()})}
+        builtin = Dataset.from_dict({"text": builtin_documents()})
+        return {"train": builtin.to_iterable_dataset() if streaming else builtin}
     if cfg.source == "files":
         return _load_files(cfg)
-    return _load_hub(cfg)
+    return _load_hub(cfg, streaming)
 
 
 def source_fingerprint(cfg: DataConfig) -> list[object]:
@@ -136,7 +137,7 @@ def _load_files(cfg: DataConfig) -> dict[str, IterableDataset]:
     return _text_only(raw, column, f"data.path={cfg.path!r}")
 
 
-def _load_hub(cfg: DataConfig) -> dict[str, Dataset]:
+def _load_hub(cfg: DataConfig, streaming: bool) -> dict[str, Dataset | IterableDataset]:
     what = cfg.name if cfg.config_name is None else f"{cfg.name} ({cfg.config_name})"
     hint = (
         f"cannot load Hub dataset {what}: the Hugging Face Hub is {{why}}. Download its files "
@@ -149,7 +150,9 @@ def _load_hub(cfg: DataConfig) -> dict[str, Dataset]:
     if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
         raise ConnectionError(hint.format(why=why))
     try:
-        raw = load_dataset(cfg.name, cfg.config_name, cache_dir=str(cache_root(cfg) / "hf"))
+        raw = load_dataset(
+            cfg.name, cfg.config_name, cache_dir=str(cache_root(cfg) / "hf"), streaming=streaming
+        )
     except ConnectionError as err:
         raise ConnectionError(hint.format(why=f"not usable ({err})")) from err
     return _text_only(raw, cfg.text_column, f"Hub dataset {what}")

@@ -84,10 +84,11 @@ class MappedArray:
 class SplitStore:
     """One split: ``tokens`` (documents each followed by EOS) and ``starts`` (document d is
     ``tokens[starts[d]:starts[d + 1]]``, its last token the EOS); ``chars``: characters of
-    text, each document counted with one separator (the EOS), for bits per character."""
+    text, each document counted with one separator (the EOS), for bits per character. Mapped
+    from a store, or in memory (``memory_split``)."""
 
-    tokens: MappedArray
-    starts: MappedArray
+    tokens: MappedArray | np.ndarray
+    starts: MappedArray | np.ndarray
     chars: int
 
     @property
@@ -97,6 +98,18 @@ class SplitStore:
     @property
     def chars_per_token(self) -> float:
         return self.chars / len(self.tokens)
+
+
+def memory_split(ids: np.ndarray, offsets: np.ndarray, texts: list[str], eos_id: int) -> SplitStore:
+    """``texts`` tokenized as ``(ids, offsets)`` (see ``data.tokenize.encode_documents``), laid
+    out as a store lays out a split, in memory: what a stream's evaluation splits are."""
+    starts = offsets + np.arange(len(offsets))  # document d follows d EOS tokens
+    return SplitStore(join_documents(ids, offsets, eos_id), starts, text_chars(texts))
+
+
+def text_chars(texts: list[str]) -> int:
+    """Characters of ``texts``, each counted with one separator (its EOS)."""
+    return sum(map(len, texts)) + len(texts)
 
 
 class SplitWriter:
@@ -127,7 +140,7 @@ class SplitWriter:
         self.crc = zlib.crc32(stream, self.crc)
         self.lengths.append(np.diff(offsets) + 1)
         self.tokens += len(ids) + len(texts)
-        self.chars += sum(map(len, texts)) + len(texts)
+        self.chars += text_chars(texts)
 
     def close(self) -> dict[str, int]:
         """Finish the files; returns the split's entry of meta.json."""

@@ -75,22 +75,6 @@ class RecordFinalStep(L.Callback):
         self._record(trainer)
 
 
-class RecordBatches(L.Callback):
-    """Append each training row this rank receives to ``DIRECTORY/rank-N.txt``, one line of
-    token ids per row."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = Path(directory)
-
-    def on_train_batch_start(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict, *args: object
-    ) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f"rank-{trainer.global_rank}.txt", "a") as f:
-            for row in batch["input_ids"].tolist():
-                f.write(" ".join(map(str, row)) + "\n")
-
-
 def main_with(*callbacks: L.Callback) -> None:
     """Run train.py's entry point as ``main`` does (Hydra, argv, the exit policy), with extra
     callbacks."""
@@ -139,3 +123,22 @@ class MeetOtherJobs(L.Callback):
         deadline = time.monotonic() + self.patience_s
         while len(list(self.directory.iterdir())) < self.jobs and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class RecordBatches(L.Callback):
+    """Append each training batch of this rank to ``PATH.RANK`` as a JSON line: the step and
+    its blocks (input_ids plus the last label: the max_seq_len + 1 tokens of a decoder block)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: dict, batch_idx: int
+    ) -> None:
+        import json
+
+        import torch
+
+        blocks = torch.cat([batch["input_ids"], batch["labels"][:, -1:]], dim=1)
+        with open(f"{self.path}.{trainer.global_rank}", "a") as f:
+            f.write(json.dumps({"step": trainer.global_step, "blocks": blocks.tolist()}) + "\n")

@@ -590,8 +590,15 @@ def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> N
     assert proc.stdout.count("=== tinylm results ===") == 1
     assert counts.read_text().split() == ["0"]  # the tokenizer was trained once, by rank 0
     # Each rank trained on its own blocks, read from the one memory-mapped token store.
-    ranks = [(rows / f"rank-{r}.txt").read_text().splitlines() for r in (0, 1)]
-    assert len(ranks[0]) == len(ranks[1]) == 10 * 8  # 10 steps of data.batch_size=8 rows
+    ranks = [
+        [
+            tuple(b)
+            for line in Path(f"{rows}.{r}").read_text().splitlines()
+            for b in json.loads(line)["blocks"]
+        ]
+        for r in (0, 1)
+    ]
+    assert len(ranks[0]) == len(ranks[1]) == 10 * 8  # 10 steps of data.batch_size=8 blocks
     assert not set(ranks[0]) & set(ranks[1])
     assert len(list((tmp_path / "cache" / "tokens").iterdir())) == 1
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
