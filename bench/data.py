@@ -1,18 +1,22 @@
-"""Data at scale: 5-step runs on a large corpus against the built-in one, cache size,
-tokenization speed, and per-rank memory under 2-process CPU DDP.
+"""Data at scale: 5-step runs on a large corpus, from its token store and streamed, against
+the built-in corpus; cache size; tokenization speed; per-rank memory under 2-process CPU DDP.
 
     python -m bench.data --make-corpus /tmp/big.txt [--mb 320]
     python -m bench.data --text /tmp/big.txt [--repeats 3] [--ddp]
 
 ``--make-corpus`` writes a corpus of paragraphs of ../shared/data/tinyshakespeare.txt and the
 built-in docs, reshuffled (seeded) until it reaches ``--mb`` megabytes; keep it out of the
-repository. Every run is ``python train.py ... trainer.max_steps=5 logger=none`` in a fresh
-process, timed from process start to exit, with its peak RSS (the largest single process of
-the run: under DDP, the largest rank). The cold run starts from an empty cache; warm runs
-reuse it. Tokenization speed: building the token store of the corpus's first 32 MB with a
-given tokenizer, ``data.num_proc=1`` against the default (one process per usable core).
-Targets (issue 13): warm large run <= 15 s; its peak RSS within 200 MB of the warm built-in
-run; cache <= 1.5x the text.
+repository. Every run is ``python train.py ... trainer.max_steps=5 logger=none`` (the default
+GPT, its validation and closing sample included) in a fresh process, timed from process start
+to exit, with its peak RSS (of the largest single process: under DDP, the largest rank). The
+cold run builds the large corpus's token store from an empty cache; the warm runs reuse it;
+the streamed runs read the text with ``data.streaming=true`` and the cold run's tokenizer
+given, in a cache of their own (its size afterwards: what streaming writes). With ``--ddp``,
+2-process runs, and runs of 10x the steps: a peak RSS that does not grow with the steps is
+flat. Tokenization speed: building the token store of the corpus's first 32 MB with a given
+tokenizer, ``data.num_proc=1`` against the default (one process per usable core).
+Targets (issue 13): warm large run <= 15 s, its peak RSS within 200 MB of the built-in run's;
+cache <= 1.5x the text; streamed run <= 45 s, peak RSS within 300 MB of the built-in run's.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-FIVE_STEPS = ["trainer.max_steps=5", "logger=none"]
+QUIET = ["logger=none"]  # no logger start-up: the data path is what is measured
 DDP = [
     "trainer=ddp",
     "trainer.accelerator=cpu",
@@ -79,8 +83,10 @@ def measure(command: list[str]) -> None:
     print(json.dumps({"s": seconds, "rss_mb": peak_mb}))
 
 
-def five_steps(overrides: list[str], cache: str, run_dir: str) -> dict[str, float]:
-    command = [sys.executable, "train.py", *FIVE_STEPS, *overrides, f"hydra.run.dir={run_dir}"]
+def five_steps(overrides: list[str], cache: str, run_dir: str, steps: int = 5) -> dict[str, float]:
+    """A ``steps``-step run of train.py with ``overrides``, measured (see ``measured``)."""
+    settings = [*QUIET, f"trainer.max_steps={steps}", *overrides, f"hydra.run.dir={run_dir}"]
+    command = [sys.executable, "train.py", *settings]
     return measured(command, {**os.environ, "TINYLM_CACHE": cache})
 
 
@@ -127,40 +133,44 @@ def main() -> None:
 
     text_mb = args.text.stat().st_size / 1e6
     print(f"corpus {args.text} ({text_mb:.0f} MB); load {os.getloadavg()[0]:.1f}")
-    large = ["data=text", f"data.path={args.text.resolve()}"]
     with tempfile.TemporaryDirectory(prefix="tinylm-bench-") as work:
-        cache, runs = f"{work}/cache", f"{work}/runs"
+        cache, runs, stream_cache = f"{work}/cache", f"{work}/runs", f"{work}/stream-cache"
+        large = ["data=text", f"data.path={args.text.resolve()}"]
         five_steps([], cache, f"{runs}/warmup")  # the built-in corpus's cache
         cold = five_steps(large, cache, f"{runs}/cold")
         cache_mb = sum(p.stat().st_size for p in Path(cache).rglob("*") if p.is_file()) / 1e6
         print(f"cold large run: {cold['s']:.1f} s, peak RSS {cold['rss_mb']:.0f} MB")
         print(f"cache: {cache_mb:.0f} MB = {cache_mb / text_mb:.2f}x the text (target <= 1.5x)")
-        rows: dict[str, list[dict[str, float]]] = {"builtin": [], "large": []}
-        if args.ddp:
-            rows |= {"builtin, DDP x2": [], "large, DDP x2": []}
-        for i in range(args.repeats):  # interleaved, so drifting load hits both alike
-            for label in rows:
-                overrides = (large if label.startswith("large") else []) + (
-                    DDP if "DDP" in label else []
-                )
-                slug = re.sub(r"\W+", "-", label)
-                rows[label].append(five_steps(overrides, cache, f"{runs}/{i}-{slug}"))
         tokenizer = Path(runs) / "cold" / "tokenizer.json"
-        print(f"\nwarm 5-step runs, median [min, max] of {args.repeats}")
+        streamed = [*large, "data.streaming=true", f"data.tokenizer={tokenizer}"]
+        cases = {"builtin": [], "large": large, "large, streamed": streamed}
+        if args.ddp:
+            cases |= {f"{name}, DDP x2": [*o, *DDP] for name, o in cases.items()}
+            cases |= {"large, 10x steps": large, "large, DDP x2, 10x steps": [*large, *DDP]}
+        rows: dict[str, list[dict[str, float]]] = {label: [] for label in cases}
+        for i in range(args.repeats):  # interleaved, so drifting load hits all alike
+            for label, overrides in cases.items():
+                where = stream_cache if "streamed" in label else cache
+                slug = re.sub(r"\W+", "-", label)
+                steps = 50 if "10x" in label else 5
+                rows[label].append(five_steps(overrides, where, f"{runs}/{i}-{slug}", steps))
+        print(f"\nwarm runs, median [min, max] of {args.repeats}; load {os.getloadavg()[0]:.1f}")
         for label, results in rows.items():
             seconds = summary([r["s"] for r in results], "s")
             rss = summary([r["rss_mb"] for r in results], "MB")
-            print(f"  {label:<18} {seconds:>26}   peak RSS {rss}")
-        for suffix in ("", ", DDP x2"):
-            if f"large{suffix}" in rows:
+            print(f"  {label:<26} {seconds:>24}   peak RSS {rss}")
+        for label in rows:
+            base = "builtin" + (", DDP x2" if "DDP" in label else "")
+            if label.startswith("large") and "10x" not in label:
                 gap = [
-                    a["rss_mb"] - b["rss_mb"]
-                    for a, b in zip(rows[f"large{suffix}"], rows[f"builtin{suffix}"], strict=True)
+                    a["rss_mb"] - b["rss_mb"] for a, b in zip(rows[label], rows[base], strict=True)
                 ]
-                print(f"  RSS large - builtin{suffix}: {summary(gap, 'MB')} (target <= 200 MB)")
+                print(f"  RSS {label} - {base}: {summary(gap, 'MB')}")
+        stream_kb = sum(p.stat().st_size for p in Path(stream_cache).rglob("*") if p.is_file())
+        print(f"  the streamed runs' cache directory afterwards: {stream_kb / 1024:.0f} KiB")
         serial = [tokenize_seconds(args.text, tokenizer, 1) for _ in range(args.repeats)]
         default = [tokenize_seconds(args.text, tokenizer, None) for _ in range(args.repeats)]
-        mb = SLICE_BYTES / 1e6
+        mb = min(SLICE_BYTES, args.text.stat().st_size) / 1e6
         print(f"\ntoken store of the first {mb:.0f} MB, tokenizer given:")
         print(f"  data.num_proc=1: {summary(serial, 's')}")
         print(f"  default ({len(os.sched_getaffinity(0))} processes): {summary(default, 's')}")
