@@ -37,13 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 QUIET = ["logger=none"]  # no logger start-up: the data path is what is measured
-DDP = [
-    "trainer=ddp",
-    "trainer.accelerator=cpu",
-    "trainer.devices=2",
-    "trainer.precision=32-true",
-    "trainer.compile=false",
-]
+DDP = ["trainer=cpu_ddp"]
 SLICE_BYTES = 32 << 20
 
 

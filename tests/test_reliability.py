@@ -556,13 +556,7 @@ def test_rerun_sweep_retrains_a_deleted_job_and_resumes_one_without_metrics(
 
 # --------------------------------------------------------------------------- 7. distributed
 
-DDP = [
-    "trainer=ddp",
-    "trainer.accelerator=cpu",
-    "trainer.devices=2",
-    "trainer.precision=32-true",
-    "trainer.compile=false",
-]
+DDP = ["trainer=cpu_ddp"]
 
 
 def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> None:

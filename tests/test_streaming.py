@@ -330,13 +330,7 @@ def test_train_py_streams_a_file(corpus: dict[str, Path], tmp_path: Path) -> Non
     assert record["split"] == "validation" and record["loss"] > 0 and record["bpc"] > 0
 
 
-DDP = [
-    "trainer=ddp",
-    "trainer.accelerator=cpu",
-    "trainer.devices=2",
-    "trainer.precision=32-true",
-    "trainer.compile=false",
-]
+DDP = ["trainer=cpu_ddp"]
 
 
 @pytest.mark.slow
