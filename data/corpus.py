@@ -134,11 +134,11 @@ class Corpus:
                 units = split_units(batch, self.cfg.example_unit)["text"]
                 if units:
                     yield units
-        except DatasetGenerationError as err:
-            cause = err.__cause__ or err.__context__
+        except (DatasetGenerationError, ValueError) as err:  # pyarrow's and pandas' parse errors
+            cause = err.__cause__ or err.__context__ or err
             raise ValueError(
-                f"cannot read the corpus {source_name(self.cfg)}: {cause or err}. A file "
-                "without a single record does this; check the file and data.text_column"
+                f"cannot read the corpus {source_name(self.cfg)}: {cause}. A malformed file, "
+                "or one without a single record, does this; check the file and data.text_column"
             ) from None
 
 

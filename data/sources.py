@@ -127,12 +127,15 @@ def _load_files(cfg: DataConfig) -> dict[str, IterableDataset]:
         # The text builder names its column "text" and can cut examples itself.
         options["sample_by"] = cfg.example_unit
     # Streamed: read from the files at each pass, never copied into an Arrow cache.
-    raw = load_dataset(
-        builder,
-        data_files={split: [str(f) for f in fs] for split, fs in files.items()},
-        streaming=True,
-        **options,
-    )
+    try:
+        raw = load_dataset(
+            builder,
+            data_files={split: [str(f) for f in fs] for split, fs in files.items()},
+            streaming=True,
+            **options,
+        )
+    except (DatasetGenerationError, ValueError) as err:  # pyarrow's and pandas' parse errors
+        raise ValueError(f"cannot read data.path={cfg.path}: {err.__cause__ or err}") from None
     column = "text" if builder == "text" else cfg.text_column
     return _text_only(raw, column, f"data.path={cfg.path!r}")
 
@@ -184,5 +187,5 @@ def _first_record_columns(stream: IterableDataset, what: str) -> list[str]:
         return list(next(iter(stream)))
     except StopIteration:
         raise ValueError(f"{what} holds no record; check the file") from None
-    except DatasetGenerationError as err:
+    except (DatasetGenerationError, ValueError) as err:
         raise ValueError(f"cannot read {what}: {err.__cause__ or err}") from None

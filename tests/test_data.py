@@ -623,3 +623,11 @@ def test_overfit_batches_gets_a_plain_sequential_loader(tmp_path: Path) -> None:
     trainer.fit(model, datamodule=dm)
     first_two = [int(dm.dataset("train")[i][0]) for i in range(8)]  # batch_size 4
     assert model.seen == first_two + first_two  # the same two batches, in order, twice
+
+
+def test_a_malformed_file_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "fine"}\n{"text": broken\n')
+    cfg = DataConfig(source="files", path=str(path), cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match=r"cannot read data\.path='?.*bad\.jsonl'?: .*JSON"):
+        load_corpus(cfg)
