@@ -7,9 +7,12 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from filelock import FileLock
 
 from data.config import DataConfig
 
@@ -23,6 +26,26 @@ def cache_root(cfg: DataConfig) -> Path:
     """`cfg.cache_dir`, else $TINYLM_CACHE, else ~/.cache/tinylm (read at call time)."""
     root = cfg.cache_dir or os.environ.get(CACHE_ENV) or "~/.cache/tinylm"
     return Path(root).expanduser()
+
+
+@contextmanager
+def prepare_lock(cfg: DataConfig) -> Iterator[Path]:
+    """Hold the cache's prepare lock (yields the cache root): processes preparing data in one
+    cache at once (parallel sweep jobs, DDP ranks) take turns, so each piece is built once."""
+    root = cache_root(cfg)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(root / "prepare.lock")
+        lock.acquire()
+    except OSError as err:
+        raise ValueError(
+            f"the data cache {root} is not writable ({err.strerror or err}): set "
+            "data.cache_dir=DIR (or TINYLM_CACHE) to a directory you can write"
+        ) from None
+    try:
+        yield root
+    finally:
+        lock.release()
 
 
 def stable_hash(*parts: object) -> str:

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
-from filelock import FileLock
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
-from data.cache import cache_root
+from data.cache import cache_root, prepare_lock
 from data.collate import DocumentCollator, MLMCollator, collate_blocks, collate_windows
 from data.config import TOKENIZER_KINDS, DataConfig
 from data.corpus import Corpus
@@ -52,20 +51,8 @@ def prepare(
     same cache at once (the jobs of a parallel sweep, DDP ranks) take turns: the first builds
     each piece, the others read it from the cache.
     """
-    root = cache_root(cfg)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(root / "prepare.lock")
-        lock.acquire()
-    except OSError as err:
-        raise ValueError(
-            f"the data cache {root} is not writable ({err.strerror or err}): set "
-            "data.cache_dir=DIR (or TINYLM_CACHE) to a directory you can write"
-        ) from None
-    try:
+    with prepare_lock(cfg):
         return _prepare_unlocked(cfg, arch, tokenizer_json, whole)
-    finally:
-        lock.release()
 
 
 def _prepare_unlocked(

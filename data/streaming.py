@@ -36,12 +36,11 @@ import numpy as np
 import torch.distributed as dist
 from datasets import IterableDataset
 from datasets.distributed import split_dataset_by_node
-from filelock import FileLock
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, get_worker_info
 from torch.utils.data import IterableDataset as TorchIterableDataset
 
-from data.cache import cache_root, stable_hash
+from data.cache import prepare_lock, stable_hash
 from data.config import EVAL_SPLITS, TOKENIZER_KINDS, DataConfig
 from data.corpus import source_name, split_units
 from data.examples import EncoderExamples
@@ -148,10 +147,8 @@ def _stream_tokenizer(
     if spec not in TOKENIZER_KINDS:
         return load_tokenizer(spec)
     sample = train.take(cfg.stream_tokenizer_examples)
-    root = cache_root(cfg)
-    root.mkdir(parents=True, exist_ok=True)
     # Parallel jobs and DDP ranks train it once: the others find it in the cache.
-    with FileLock(root / "prepare.lock"):
+    with prepare_lock(cfg) as root:
         return cached_trained_tokenizer(
             spec,
             (batch["text"] for batch in sample.iter(batch_size=1000)),
