@@ -105,7 +105,7 @@ def make_candidates(
     pad = padding_mask(batch, length, gen)  # (B, T)
     pad_bool = pad.bool()[:, None, None, :]  # (B, 1, 1, T), True = may attend
     key_padding = ~pad.bool()  # (B, T), torch MHA's polarity: True = ignore
-    rotary = RotaryEmbedding(width // heads, length)(torch.arange(length)[None])  # 2 x (1, T, D)
+    rotary = RotaryEmbedding(width // heads, length)(torch.arange(length)[None])  # 2 x (1, T, D/2)
     candidates = {
         "ours pad": (
             MultiHeadAttention(width, heads, dropout),

@@ -14,6 +14,7 @@ consume.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,26 +42,56 @@ class RotaryEmbedding(nn.Module):
         # positions; the tables themselves are stored in the default dtype.
         exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # (D/2,)
         angles = torch.arange(max_len, dtype=torch.float64)[:, None] * ROPE_BASE**-exponents
-        angles = torch.cat([angles, angles], dim=-1)  # (T_max, D): pair i's angle on both halves
         dtype = torch.get_default_dtype()
         # Not persistent: a function of the config, so checkpoints need not carry them.
-        self.register_buffer("cos", angles.cos().to(dtype), persistent=False)  # (T_max, D)
-        self.register_buffer("sin", angles.sin().to(dtype), persistent=False)  # (T_max, D)
+        self.register_buffer("cos", angles.cos().to(dtype), persistent=False)  # (T_max, D/2)
+        self.register_buffer("sin", angles.sin().to(dtype), persistent=False)  # (T_max, D/2)
 
     def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """Positions [B|1, T] -> (cos, sin), [B|1, T, D] each, for ``MultiHeadAttention``."""
+        """Positions [B|1, T] -> (cos, sin), [B|1, T, D/2] each (pair i's angle), for
+        ``MultiHeadAttention``."""
         return F.embedding(positions, self.cos), F.embedding(positions, self.sin)
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate each pair (x_i, x_{i + D/2}) of the last dimension by the angle of cos/sin
-    (broadcast against x)."""
+    [..., D/2] (broadcast against x; constant tables, no gradient flows into them)."""
     # In x's dtype: under autocast x is half precision while the tables stay float32, and the
     # rotated keys must match the values' dtype.
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return _Rotation.apply(x, cos.to(x.dtype), sin.to(x.dtype))
+
+
+class _Rotation(torch.autograd.Function):
+    """RoPE's rotation with its backward written out: the gradient is the inverse rotation.
+
+    Autograd of the textbook formula ``x * cos + rotate_half(x) * sin`` records six ops and
+    runs about twice as many kernels over [B, T, H, D] (the halves' slices, their
+    concatenation, the scatter-back of the slices' gradients); this runs four half-size
+    kernels each way, which is what matters at small shapes on the CPU. tests/
+    test_attention_oracle.py checks outputs and gradients against RoPE from its definition.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        ctx.save_for_backward(cos, sin)
+        return _rotate(x, cos, sin, sign=1.0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        cos, sin = ctx.saved_tensors
+        return _rotate(grad, cos, sin, sign=-1.0), None, None
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, *, sign: float) -> Tensor:
+    """(x1, x2) -> (x1 cos - s x2 sin, x2 cos + s x1 sin) over the halves of the last
+    dimension, for s = ``sign`` (-1: the inverse rotation)."""
     half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., D)
-    return x * cos + rotated * sin
+    x1, x2 = x[..., :half], x[..., half:]  # (..., D/2) each
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # (..., D)
+    first, second = out[..., :half], out[..., half:]
+    torch.mul(x1, cos, out=first).addcmul_(x2, sin, value=-sign)
+    torch.mul(x2, cos, out=second).addcmul_(x1, sin, value=sign)
+    return out
 
 
 class KVCache:
@@ -277,7 +308,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: also return the probabilities [B, H, T_q, T_k] (before dropout); this
             takes the plain path. Otherwise SDPA runs and no score matrix is materialised.
         kv_cache: self-attention only; the new keys/values are appended and all are attended.
-        rotary: self-attention only; (cos, sin) of each query's position, [B|1, T_q, D] each
+        rotary: self-attention only; (cos, sin) of each query's position, [B|1, T_q, D/2] each
             (``RotaryEmbedding``): queries and keys are rotated by them (RoPE).
 
         A query with no key it may attend to gets zeros, in the output and the gradient.

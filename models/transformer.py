@@ -320,7 +320,7 @@ class TransformerBase(nn.Module):
             _check_document_ids(document_ids, input_ids, attention_mask, kv_caches)
             mask, positions = document_layout(document_ids)  # (B, 1, T, T), (B, T)
         x = self.embeddings(input_ids, positions, token_type_ids)  # (B, T, C)
-        rotary = None if self.rotary is None else self.rotary(positions)  # 2 x (B|1, T, D)
+        rotary = None if self.rotary is None else self.rotary(positions)  # 2 x (B|1, T, D/2)
         attentions = []
         for i, block in enumerate(self.blocks):
             cache = kv_caches[i] if kv_caches else None

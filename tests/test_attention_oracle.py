@@ -202,7 +202,7 @@ class Case:
 
 
 def _rotary_tables(module: MultiHeadAttention, positions: Tensor) -> tuple[Tensor, Tensor]:
-    """The module's input for rotary positions [B, T]: (cos, sin), [B, T, D] each."""
+    """The module's input for rotary positions [B, T]: (cos, sin), [B, T, D/2] each."""
     tables = RotaryEmbedding(module.head_dim, int(positions.max()) + 1).to(DTYPE)
     return tables(positions)
 

@@ -42,6 +42,8 @@ NETWORKS = [
     ("decoder", "bpe", {}),
     ("decoder", "char", {"position": "sinusoidal", "qkv_bias": False}),
     ("decoder", "bpe", {"tie_embeddings": False, "intermediate_size": 40, "layer_norm_eps": 1e-3}),
+    ("decoder", "bpe", {"position": "rope"}),  # GPT-NeoX
+    ("decoder", "char", {"position": "rope", "qkv_bias": False, "tie_embeddings": False}),
     ("encoder", "wordpiece", {}),
     ("encoder", "wordpiece", {"position": "sinusoidal", "qkv_bias": False, "type_vocab_size": 2}),
     ("encoder", "char", {"tie_embeddings": False, "layer_norm_eps": 1e-12}),
@@ -66,6 +68,8 @@ def test_transformers_model_computes_the_same_logits(arch, kind, settings) -> No
     )
     model = _randomised(cfg)
     hf_model = to_hf_model(model, tokenizer)
+    family = "GPTNeoX" if cfg.position == "rope" else "GPT2" if arch == "decoder" else "Bert"
+    assert type(hf_model).__name__.startswith(family)
     ids = torch.randint(0, cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     mask[1, 15:] = 0  # right padding: BERT's position ids then agree with tinylm's
@@ -222,8 +226,16 @@ def test_settings_without_exact_equivalent_are_refused(
         check_exportable(ModelConfig(vocab_size=300, arch="decoder", norm="post"))
     with pytest.raises(ValueError, match=r"model.norm=pre \(BERT is post-LN\)"):
         check_exportable(ModelConfig(vocab_size=300, arch="encoder", norm="pre"))
-    with pytest.raises(ValueError, match=r"model.position=rope \(GPT-2 adds a learned position"):
-        check_exportable(ModelConfig(vocab_size=300, arch="decoder", position="rope"))
+    with pytest.raises(ValueError, match=r"model.position=rope \(BERT adds a learned position"):
+        check_exportable(ModelConfig(vocab_size=300, arch="encoder", norm="post", position="rope"))
+    with pytest.raises(ValueError, match=r"model.num_kv_heads=2 \(GPT-NeoX has one key/value"):
+        check_exportable(ModelConfig(vocab_size=300, position="rope", num_kv_heads=2))
+    with pytest.raises(
+        ValueError, match=r"embd_dropout=0.0 differs .*\(GPT-NeoX has one hidden_drop"
+    ):
+        check_exportable(ModelConfig(vocab_size=300, position="rope", embd_dropout=0.0))
+    check_exportable(ModelConfig(vocab_size=300, arch="decoder", position="rope"))
+    check_exportable(ModelConfig(vocab_size=300, arch="decoder", embd_dropout=0.0))  # GPT-2
     with pytest.raises(ValueError, match=r"model.num_kv_heads=1 \(BERT has one key/value head"):
         check_exportable(ModelConfig(vocab_size=300, arch="encoder", norm="post", num_kv_heads=1))
     check_exportable(ModelConfig(vocab_size=300, arch="decoder", num_kv_heads=4))  # = num_heads

@@ -1,11 +1,14 @@
 """A tinylm network as a Hugging Face ``transformers`` folder, loadable without tinylm.
 
-The decoder is GPT-2 (pre-LN, learned positions, exact GELU, tied head) and the encoder BERT
-(post-LN, MLM head tied to the token table with its own bias), weight for weight, so the
-export is a renaming plus three exact rewrites: a sinusoidal position table becomes a
-learned one holding the same values, ``qkv_bias=false`` becomes zero biases, and an encoder
-without token types gets a single all-zero token-type row (BERT always adds one).
-Settings with no exact equivalent are refused, naming the setting.
+The decoder is GPT-2 (pre-LN, learned positions, exact GELU, tied head), or GPT-NeoX with
+rotary positions (``model.position=rope``: the same half-split rotation, over the whole head,
+base 10000, sequential residuals), and the encoder BERT (post-LN, MLM head tied to the token
+table with its own bias), weight for weight, so the export is a renaming plus a few exact
+rewrites: a sinusoidal position table becomes a learned one holding the same values,
+``qkv_bias=false`` becomes zero biases, GPT-NeoX's fused projection takes the rows of each
+head's q, k, v together, and an encoder without token types gets a single all-zero
+token-type row (BERT always adds one). Settings with no exact equivalent are refused, naming
+the setting.
 
 ``transformers`` is an optional dependency (``pip install -e ".[hf]"``): it is imported here
 only, when an export to it is asked for.
@@ -23,12 +26,24 @@ from tokenizers import Tokenizer, processors
 from torch import Tensor
 
 from data.tokenizer import special_tokens_of, tokenizer_from_json
+from models.attention import ROPE_BASE
 from models.config import ModelConfig
 from models.transformer import Decoder, Encoder
 from training.checkpoint import check_output_free, load_checkpoint
 
-# The LayerNorm layout each Hugging Face class hard-codes.
-HF_LAYOUT = {"decoder": ("pre", "GPT-2"), "encoder": ("post", "BERT")}
+# family -> (the transformers class, the LayerNorm layout it hard-codes)
+HF_FAMILIES = {
+    "GPT-2": ("GPT2LMHeadModel", "pre"),
+    "GPT-NeoX": ("GPTNeoXForCausalLM", "pre"),
+    "BERT": ("BertForMaskedLM", "post"),
+}
+
+
+def hf_family(cfg: ModelConfig) -> str:
+    """The Hugging Face architecture a tinylm model config exports to."""
+    if cfg.arch == "encoder":
+        return "BERT"
+    return "GPT-NeoX" if cfg.position == "rope" else "GPT-2"
 
 
 def require_transformers() -> Any:
@@ -44,18 +59,21 @@ def require_transformers() -> Any:
 
 
 def check_exportable(cfg: ModelConfig) -> None:
-    """Refuse the settings GPT-2 / BERT cannot reproduce exactly, naming each one."""
-    norm, family = HF_LAYOUT[cfg.arch]
+    """Refuse the settings GPT-2 / GPT-NeoX / BERT cannot reproduce exactly, naming each."""
+    family = hf_family(cfg)
+    norm = HF_FAMILIES[family][1]
     problems = []
     if cfg.norm != norm:
         problems.append(f"model.norm={cfg.norm} ({family} is {norm}-LN)")
-    if cfg.arch == "encoder" and cfg.embd_dropout_p != cfg.resid_dropout_p:
-        # BERT's hidden_dropout_prob serves both the embeddings and the residual branches.
+    if family != "GPT-2" and cfg.embd_dropout_p != cfg.resid_dropout_p:
+        # BERT's hidden_dropout_prob (GPT-NeoX's hidden_dropout) serves both the embeddings
+        # and the residual branches.
+        name = "hidden_dropout_prob" if family == "BERT" else "hidden_dropout"
         problems.append(
             f"model.embd_dropout={cfg.embd_dropout_p} differs from the residual dropout "
-            f"{cfg.resid_dropout_p} (BERT has one hidden_dropout_prob for both)"
+            f"{cfg.resid_dropout_p} ({family} has one {name} for both)"
         )
-    if cfg.position == "rope":
+    if family == "BERT" and cfg.position == "rope":
         problems.append(f"model.position=rope ({family} adds a learned position table)")
     if cfg.num_kv_heads not in (None, cfg.num_heads):
         problems.append(
@@ -70,7 +88,8 @@ def check_exportable(cfg: ModelConfig) -> None:
 
 
 def hf_config(cfg: ModelConfig, tokenizer: Tokenizer) -> Any:
-    """The ``GPT2Config`` (decoder) or ``BertConfig`` (encoder) of a tinylm model config."""
+    """The ``GPT2Config`` or ``GPTNeoXConfig`` (decoder) or ``BertConfig`` (encoder) of a
+    tinylm model config."""
     transformers = require_transformers()
     check_exportable(cfg)
     specials = special_tokens_of(tokenizer)
@@ -79,7 +98,30 @@ def hf_config(cfg: ModelConfig, tokenizer: Tokenizer) -> Any:
         "pad_token_id": specials.pad_id,
         "tie_word_embeddings": cfg.tie_embeddings,
     }
-    if cfg.arch == "decoder":
+    family = hf_family(cfg)
+    if family == "GPT-NeoX":
+        return transformers.GPTNeoXConfig(
+            **common,
+            hidden_size=cfg.hidden_size,
+            num_hidden_layers=cfg.num_layers,
+            num_attention_heads=cfg.num_heads,
+            intermediate_size=cfg.mlp_size,
+            hidden_act="gelu",  # exact (erf) GELU, as nn.GELU()
+            hidden_dropout=cfg.resid_dropout_p,
+            attention_dropout=cfg.attn_dropout_p,
+            max_position_embeddings=cfg.max_seq_len,
+            layer_norm_eps=cfg.layer_norm_eps,
+            use_parallel_residual=False,  # x + attn(ln(x)), then + mlp(ln(.)), as tinylm
+            attention_bias=True,  # qkv_bias=false exports zero biases
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": ROPE_BASE,
+                "partial_rotary_factor": 1.0,  # tinylm rotates every head dimension
+            },
+            bos_token_id=specials.eos_id,
+            eos_token_id=specials.eos_id,
+        )
+    if family == "GPT-2":
         return transformers.GPT2Config(
             **common,
             n_positions=cfg.max_seq_len,
@@ -112,11 +154,11 @@ def hf_config(cfg: ModelConfig, tokenizer: Tokenizer) -> Any:
 
 
 def hf_state_dict(model: Encoder | Decoder) -> dict[str, Tensor]:
-    """Every parameter of the GPT2LMHeadModel / BertForMaskedLM, under its transformers name
-    (tied names included, holding the tied tensor)."""
+    """Every parameter of the GPT2LMHeadModel / GPTNeoXForCausalLM / BertForMaskedLM, under
+    its transformers name (tied names included, holding the tied tensor)."""
     cfg = model.config
     emb = model.embeddings
-    positions = emb.position.weight if emb.position is not None else emb.sinusoid
+    positions = emb.position.weight if emb.position is not None else emb.sinusoid  # None: rope
     width = cfg.hidden_size
 
     def bias(linear: torch.nn.Linear) -> Tensor:
@@ -129,6 +171,28 @@ def hf_state_dict(model: Encoder | Decoder) -> dict[str, Tensor]:
         return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": bias(layer)}
 
     out: dict[str, Tensor] = {}
+    if hf_family(cfg) == "GPT-NeoX":
+        heads, head_dim = cfg.num_heads, width // cfg.num_heads
+
+        def per_head_qkv(t: Tensor) -> Tensor:
+            # tinylm's rows [q; k; v] (heads contiguous in each) -> GPT-NeoX's [q_h; k_h; v_h]
+            # per head h, which it views as [..., H, 3 D] and splits.
+            return t.unflatten(0, (3, heads, head_dim)).transpose(0, 1).flatten(0, 2)
+
+        out["gpt_neox.embed_in.weight"] = emb.token.weight
+        for i, block in enumerate(model.blocks):
+            p = f"gpt_neox.layers.{i}"
+            qkv = block.attn.qkv_proj
+            out |= norm(f"{p}.input_layernorm", block.attn_norm)
+            out[f"{p}.attention.query_key_value.weight"] = per_head_qkv(qkv.weight)
+            out[f"{p}.attention.query_key_value.bias"] = per_head_qkv(bias(qkv))
+            out |= linear(f"{p}.attention.dense", block.attn.out_proj)
+            out |= norm(f"{p}.post_attention_layernorm", block.mlp_norm)
+            out |= linear(f"{p}.mlp.dense_h_to_4h", block.mlp.fc1)
+            out |= linear(f"{p}.mlp.dense_4h_to_h", block.mlp.fc2)
+        out |= norm("gpt_neox.final_layer_norm", model.final_norm)
+        out["lm_head.weight"] = model.lm_head.weight
+        return out
     if isinstance(model, Decoder):
         # GPT-2's Conv1D stores [in, out], the transpose of nn.Linear's [out, in]; its fused
         # c_attn splits q, k, v in that order, heads contiguous within each: tinylm's layout.
@@ -177,15 +241,11 @@ def hf_state_dict(model: Encoder | Decoder) -> dict[str, Tensor]:
 
 
 def to_hf_model(model: Encoder | Decoder, tokenizer: Tokenizer) -> Any:
-    """A GPT2LMHeadModel / BertForMaskedLM (eval mode, CPU, fp32) computing what ``model``
-    computes."""
+    """A GPT2LMHeadModel / GPTNeoXForCausalLM / BertForMaskedLM (eval mode, CPU, fp32)
+    computing what ``model`` computes."""
     transformers = require_transformers()
     config = hf_config(model.config, tokenizer)
-    cls = (
-        transformers.GPT2LMHeadModel
-        if model.config.arch == "decoder"
-        else transformers.BertForMaskedLM
-    )
+    cls = getattr(transformers, HF_FAMILIES[hf_family(model.config)][0])
     hf_model = cls(config)
     mapped = hf_state_dict(model)
     params = dict(hf_model.named_parameters(remove_duplicate=False))
