@@ -223,7 +223,8 @@ class ExportConfig:
     """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
 
     format: safetensors (tinylm's own file, the config in its metadata) or hf (a folder that
-    Hugging Face ``transformers`` loads as GPT2LMHeadModel / BertForMaskedLM).
+    Hugging Face ``transformers`` loads as GPT2LMHeadModel, GPTNeoXForCausalLM (rope) or
+    BertForMaskedLM).
     path: the output file (safetensors) or folder (hf); None puts it beside the checkpoint.
     overwrite: replace an existing output; without it an existing one is refused.
     """
