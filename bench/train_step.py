@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import logging
 import statistics
@@ -66,9 +67,12 @@ from training.task import warmup_cosine
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# name -> (Hydra overrides, vocabulary size of that run's tokenizer)
+# name -> (Hydra overrides, vocabulary size of that run's tokenizer). Both with AdamW and
+# learned positions, as the bare loop: `python train.py`'s own Muon and rotary positions
+# are the ``lightning muon`` candidate and bench.attention's ``ours rope``.
 RUNS = {
-    "default": ([], 2048),  # `python train.py`: BPE of 2048 on the built-in corpus
+    # `python train.py`'s shape: BPE of 2048 on the built-in corpus
+    "default": (["optim=adamw", "model.position=learned"], 2048),
     "shakespeare_char": (["experiment=shakespeare_char"], 65),  # characters of Shakespeare
 }
 
@@ -388,6 +392,50 @@ def print_table(results: list[dict], device: str, precision: str) -> None:
             print(f"  {res['shape']:<24}{a + ' / ' + b:<40}{value:>7.3f}  {spread}  {verdict}")
 
 
+def newton_schulz_gflop(shape: str) -> float:
+    """GFLOP of one Muon step's Newton-Schulz iterations over the blocks' matrices: per
+    iteration on a matrix of r <= c sides, X X^T (2 r^2 c), its square (2 r^3) and the product
+    with X (2 r^2 c), as training/optim.py computes them."""
+    steps = inspect.signature(torch.optim.Muon).parameters["ns_steps"].default
+    flops = 0
+    for param in Decoder(model_config(shape)).blocks.parameters():
+        if param.dim() == 2:
+            r, c = sorted(param.shape)
+            flops += steps * (4 * r * r * c + 2 * r**3)
+    return flops / 1e9
+
+
+def bf16_matmul_gflops(device: str) -> float:
+    """This device's bfloat16 matmul rate (GFLOP/s): the median of 20 [1024, 1024] products."""
+    a = torch.randn(1024, 1024, device=device, dtype=torch.bfloat16)
+    times = []
+    for index in range(25):
+        start = time.perf_counter()
+        a @ a
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if index >= 5:
+            times.append(time.perf_counter() - start)
+    return 2 * 1024**3 / statistics.median(times) / 1e9
+
+
+def print_newton_schulz_floor(results: list[dict], device: str) -> None:
+    """The least per-step overhead Muon can have here: its Newton-Schulz FLOPs at the
+    device's bf16 matmul rate, against the AdamW step (``lightning``)."""
+    measured = [r for r in results if "lightning" in r["candidates"] and "lightning muon" in r]
+    if not measured:
+        return
+    rate = bf16_matmul_gflops(device)
+    print(f"\nMuon's floor: Newton-Schulz FLOPs at the bf16 matmul rate ({rate:,.0f} GFLOP/s)")
+    for res in measured:
+        gflop = newton_schulz_gflop(res["shape"].split()[0])
+        ms = gflop / rate * 1e3
+        print(
+            f"  {res['shape']:<24}{gflop:.2f} GFLOP a step >= {ms:.2f} ms = "
+            f"{ms / res['lightning']['ms']:.1%} of the lightning step, before any other work"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
@@ -439,6 +487,7 @@ def main() -> None:
         for s in shapes
     ]
     print_table(results, args.device, precision)
+    print_newton_schulz_floor(results, args.device)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -142,7 +142,7 @@ def test_exported_decoder_logits_and_greedy_generation(tiny_checkpoints, exporte
 
     loaded = load_checkpoint(tiny_checkpoints["decoder"])
     hf_model = AutoModelForCausalLM.from_pretrained(exported["decoder"]).eval()
-    assert type(hf_model).__name__ == "GPT2LMHeadModel"
+    assert type(hf_model).__name__ == "GPTNeoXForCausalLM"  # the default decoder: rope
     hf_tokenizer = AutoTokenizer.from_pretrained(exported["decoder"])
     prompt = "The class"
     ids = torch.tensor([tokenizer_from_json(loaded.tokenizer_json).encode(prompt).ids])

@@ -43,6 +43,7 @@ def logged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         "trainer.log_every_n_steps=1",
         "trainer.limit_val_batches=1.0",
         f"trainer.max_steps={MAX_STEPS}",
+        "optim=adamw",  # the schedule's oracle below reads AdamW's two groups
         f"optim.lr={LR}",
         f"optim.warmup_steps={WARMUP}",
         f"optim.min_lr_ratio={MIN_RATIO}",

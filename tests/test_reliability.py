@@ -242,7 +242,10 @@ CONFIG_ERRORS = [
     (["trainer.max_steps=0"], r"trainer.max_steps=0"),
     (["trainer.precision=8"], r"trainer.precision=8 is not one of"),
     (["optim.kind=sgd"], r"optim.kind=sgd is unknown; choose optim=adamw or optim=muon"),
-    (["+optim.muon_lr=0.02"], r"optim.muon_lr set with optim=adamw; .* add optim=muon or drop"),
+    (
+        ["optim=adamw", "+optim.muon_lr=0.02"],
+        r"optim.muon_lr set with optim=adamw; .* add optim=muon or drop",
+    ),
     (["optim=muon", "~optim.muon_lr"], r"optim=muon needs optim.muon_lr; conf/optim/muon.yaml"),
     (["optim=muon", "optim.muon_lr=0"], r"optim.muon_lr=0(\.0)? must be > 0"),
     (["optim=muon", "optim.muon_momentum=1"], r"optim.muon_momentum=1(\.0)? must be in \[0, 1\)"),
@@ -364,16 +367,18 @@ def test_resuming_with_the_other_architecture_is_refused(tiny_ckpt, make_cfg) ->
 
 
 def test_resuming_with_the_other_optimiser_is_refused(tiny_ckpt, tmp_path, make_cfg) -> None:
-    refused = r"trained with optim=adamw .* asks for optim=muon; resume with optim=adamw"
+    # tiny_ckpt is a default GPT run: Muon.
+    refused = r"trained with optim=muon .* asks for optim=adamw; resume with optim=muon"
     with pytest.raises(ValueError, match=refused):
-        run(make_cfg("optim=muon", f"ckpt_path={tiny_ckpt}"))
+        run(make_cfg("optim=adamw", f"ckpt_path={tiny_ckpt}"))
     # A checkpoint saved before optim had a kind was an AdamW run.
     old = tmp_path / "old.ckpt"
     checkpoint = torch.load(tiny_ckpt, weights_only=True)
     del checkpoint["hyper_parameters"]["optim_config"]["kind"]
     torch.save(checkpoint, old)
+    refused = r"trained with optim=adamw .* asks for optim=muon; resume with optim=adamw"
     with pytest.raises(ValueError, match=refused):
-        run(make_cfg("optim=muon", f"ckpt_path={old}"))
+        run(make_cfg(f"ckpt_path={old}"))
 
 
 def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) -> None:
