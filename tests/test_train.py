@@ -280,6 +280,30 @@ def test_experiment_preset_overrides_top_level_defaults() -> None:
     assert (cfg.trainer.max_steps, cfg.trainer.val_check_interval) == (2000, 250)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "optim", "position"),
+    [
+        ([], "muon", "rope"),  # GPT's default (conf/model/gpt.yaml selects the optimiser)
+        (["model=bert"], "adamw", "learned"),
+        (["optim=adamw"], "adamw", "rope"),  # the command line wins over the model's choice
+        (["model=bert", "optim=muon"], "muon", "learned"),
+        (["experiment=shakespeare_char"], "adamw", "learned"),  # the classic recipe
+        (["experiment=shakespeare_char", "optim=muon", "model.position=rope"], "muon", "rope"),
+        (["experiment=shakespeare_char_fast"], "muon", "rope"),
+    ],
+)
+def test_each_model_and_preset_composes_its_optimiser_and_positions(
+    overrides: list[str], optim: str, position: str
+) -> None:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    assert (cfg.optim.kind, cfg.model.position) == (optim, position)
+    # Each optimiser brings its own fields: Muon's are absent from an AdamW run's config.
+    assert ("muon_lr" in cfg.optim) == (optim == "muon")
+
+
 def test_eval_command_line_split_override(gpt_run: tuple[Path, dict], tmp_path: Path) -> None:
     """Through train.py, where Hydra records the overrides (compose() records none)."""
     out = _copy_of(gpt_run[0], tmp_path)
