@@ -58,7 +58,14 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     [..., D/2] (broadcast against x; constant tables, no gradient flows into them)."""
     # In x's dtype: under autocast x is half precision while the tables stay float32, and the
     # rotated keys must match the values' dtype.
-    return _Rotation.apply(x, cos.to(x.dtype), sin.to(x.dtype))
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    if torch.compiler.is_compiling():
+        # torch.compile (trainer=gpu) fuses the textbook formula into one kernel each way,
+        # where the Function's writes into slices of its output would break the graph.
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]  # (..., D/2) each
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)  # (..., D)
+    return _Rotation.apply(x, cos, sin)
 
 
 class _Rotation(torch.autograd.Function):

@@ -416,6 +416,23 @@ def test_rotation_backward_is_the_inverse_rotation() -> None:
     torch.testing.assert_close(apply_rotary(x, cos, sin), x * cos2 + rotate_half * sin2)
 
 
+def test_rotation_under_torch_compile_is_one_graph_with_the_same_values() -> None:
+    """trainer=gpu compiles the network: the rotation must trace without a graph break
+    (fullgraph) and give the eager outputs and gradients. aot_eager: tracing and autograd as
+    inductor gets them, without a C++ compiler."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3, 8)[:, :, :2].requires_grad_()  # (B, T, 2, D), not contiguous
+    cos, sin = (t[:, :, None] for t in RotaryEmbedding(8, 5)(torch.arange(5)[None]))
+    grad = torch.randn(2, 5, 2, 8)
+    compiled = torch.compile(apply_rotary, backend="aot_eager", fullgraph=True)
+    results = []
+    for rotate in (apply_rotary, compiled):
+        out = rotate(x, cos, sin)
+        results.append((out, *torch.autograd.grad(out, x, grad)))
+    for eager, traced in zip(*results, strict=True):
+        torch.testing.assert_close(traced, eager)
+
+
 # --------------------------------------------------------------------------------------------
 # Dropout
 # --------------------------------------------------------------------------------------------
