@@ -26,7 +26,7 @@ from modes import Interrupted, SweepConflict
 from modes.inference import sample_text
 from modes.report import read_metrics, write_metrics
 from training.callbacks import SaveOnInterrupt
-from training.checkpoint import check_resume_model, check_resume_optim, read_checkpoint
+from training.checkpoint import check_resume, read_checkpoint
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, global_rank, training_trainer
 
@@ -44,8 +44,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
     trained = read_checkpoint(resume)["hyper_parameters"] if resume else None
     if trained:
-        check_resume_model(resume, trained["model_config"], settings.model)
-        check_resume_optim(resume, trained.get("optim_config", {}), settings.optim)
+        check_resume(resume, trained, settings.model, settings.optim)
 
     model_config = settings.model
     datamodule = prepared_datamodule(

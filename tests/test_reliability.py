@@ -368,15 +368,19 @@ def test_resuming_with_the_other_architecture_is_refused(tiny_ckpt, make_cfg) ->
 
 def test_resuming_with_the_other_optimiser_is_refused(tiny_ckpt, tmp_path, make_cfg) -> None:
     # tiny_ckpt is a default GPT run: Muon.
-    refused = r"trained with optim=muon .* asks for optim=adamw; resume with optim=muon"
+    refused = r"trained with other settings: optim=adamw \(checkpoint: muon, whose optimiser"
     with pytest.raises(ValueError, match=refused):
         run(make_cfg("optim=adamw", f"ckpt_path={tiny_ckpt}"))
+    # The earlier default (AdamW, learned positions) against it: both named in one line.
+    both = r"model.position=learned \(checkpoint: rope\), optim=adamw \(checkpoint: muon"
+    with pytest.raises(ValueError, match=both):
+        run(make_cfg("optim=adamw", "model.position=learned", f"ckpt_path={tiny_ckpt}"))
     # A checkpoint saved before optim had a kind was an AdamW run.
     old = tmp_path / "old.ckpt"
     checkpoint = torch.load(tiny_ckpt, weights_only=True)
     del checkpoint["hyper_parameters"]["optim_config"]["kind"]
     torch.save(checkpoint, old)
-    refused = r"trained with optim=adamw .* asks for optim=muon; resume with optim=adamw"
+    refused = r"trained with other settings: optim=muon \(checkpoint: adamw, whose optimiser"
     with pytest.raises(ValueError, match=refused):
         run(make_cfg(f"ckpt_path={old}"))
 

@@ -162,40 +162,37 @@ def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
 # ------------------------------------------------------ settings held against a checkpoint
 
 
-def check_resume_model(ckpt: str | Path, trained: dict[str, Any], requested: ModelConfig) -> None:
-    """Resuming needs the model of the checkpoint: say which keys differ, before any data."""
-    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
-    asked = requested.to_dict()
-    differ = [k for k, v in asked.items() if k not in filled and trained.get(k) != v]
-    if not differ:
-        return
-    if "arch" in differ:
+def check_resume(
+    ckpt: str | Path, trained: dict[str, Any], model: ModelConfig, optim: OptimConfig
+) -> None:
+    """Resuming needs the checkpoint's model and optimiser (its state fits one kind): name
+    every setting that differs in one line, before any data. ``trained`` is the checkpoint's
+    ``hyper_parameters``; checkpoints saved before ``optim`` had a kind were AdamW runs."""
+    trained_model = trained["model_config"]
+    if trained_model.get("arch") != model.arch:
 
         def named(arch: str) -> str:
             return "a decoder (model=gpt)" if arch == "decoder" else "an encoder (model=bert)"
 
         raise ValueError(
-            f"ckpt_path={ckpt} holds {named(trained['arch'])} but the model config builds "
-            f"{named(requested.arch)}; resume with the checkpoint's model, or start a new "
+            f"ckpt_path={ckpt} holds {named(trained_model['arch'])} but the model config builds "
+            f"{named(model.arch)}; resume with the checkpoint's model, or start a new "
             "run without ckpt_path"
         )
-    pairs = ", ".join(f"model.{k}={asked[k]} (checkpoint: {trained.get(k)})" for k in differ)
-    raise ValueError(
-        f"ckpt_path={ckpt} was trained with another model config: {pairs}. Resume with the "
-        "checkpoint's model.* settings, or start a new run without ckpt_path"
-    )
-
-
-def check_resume_optim(ckpt: str | Path, trained: dict[str, Any], requested: OptimConfig) -> None:
-    """The checkpoint's optimiser state fits one kind of optimiser: resuming with the other
-    would fail deep inside Lightning, so it is refused here, before any data. Checkpoints
-    saved before ``optim`` had a kind were AdamW runs."""
-    kind = trained.get("kind", "adamw")
-    if kind != requested.kind:
+    filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
+    asked = model.to_dict()
+    differ = [
+        f"model.{k}={v} (checkpoint: {trained_model.get(k)})"
+        for k, v in asked.items()
+        if k not in filled and trained_model.get(k) != v
+    ]
+    kind = trained.get("optim_config", {}).get("kind", "adamw")
+    if kind != optim.kind:
+        differ.append(f"optim={optim.kind} (checkpoint: {kind}, whose optimiser state it holds)")
+    if differ:
         raise ValueError(
-            f"ckpt_path={ckpt} was trained with optim={kind} and holds its optimiser state, "
-            f"but this run asks for optim={requested.kind}; resume with optim={kind}, or start "
-            "a new run without ckpt_path"
+            f"ckpt_path={ckpt} was trained with other settings: {', '.join(differ)}. Resume "
+            "with the checkpoint's values, or start a new run without ckpt_path"
         )
 
 
