@@ -98,19 +98,23 @@ def hf_config(cfg: ModelConfig, tokenizer: Tokenizer) -> Any:
         "pad_token_id": specials.pad_id,
         "tie_word_embeddings": cfg.tie_embeddings,
     }
+    # The sizes under the names BERT and GPT-NeoX share.
+    sizes = {
+        "hidden_size": cfg.hidden_size,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "intermediate_size": cfg.mlp_size,
+        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
+        "max_position_embeddings": cfg.max_seq_len,
+        "layer_norm_eps": cfg.layer_norm_eps,
+    }
     family = hf_family(cfg)
     if family == "GPT-NeoX":
         return transformers.GPTNeoXConfig(
             **common,
-            hidden_size=cfg.hidden_size,
-            num_hidden_layers=cfg.num_layers,
-            num_attention_heads=cfg.num_heads,
-            intermediate_size=cfg.mlp_size,
-            hidden_act="gelu",  # exact (erf) GELU, as nn.GELU()
+            **sizes,
             hidden_dropout=cfg.resid_dropout_p,
             attention_dropout=cfg.attn_dropout_p,
-            max_position_embeddings=cfg.max_seq_len,
-            layer_norm_eps=cfg.layer_norm_eps,
             use_parallel_residual=False,  # x + attn(ln(x)), then + mlp(ln(.)), as tinylm
             attention_bias=True,  # qkv_bias=false exports zero biases
             rope_parameters={
@@ -140,16 +144,10 @@ def hf_config(cfg: ModelConfig, tokenizer: Tokenizer) -> Any:
         )
     return transformers.BertConfig(
         **common,
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        intermediate_size=cfg.mlp_size,
-        hidden_act="gelu",
+        **sizes,
         hidden_dropout_prob=cfg.resid_dropout_p,
         attention_probs_dropout_prob=cfg.attn_dropout_p,
-        max_position_embeddings=cfg.max_seq_len,
         type_vocab_size=max(1, cfg.type_vocab_size),
-        layer_norm_eps=cfg.layer_norm_eps,
     )
 
 
