@@ -71,7 +71,7 @@ def execute(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> float | None:
         metrics = run(cfg, callbacks)
     except modes.Interrupted as err:
         # Not a failed job: the user (or the scheduler) stops the run, and the sweep with it.
-        from training.trainer import global_rank  # loaded already: training was under way
+        from common.ranks import global_rank  # torch is loaded already: training was under way
 
         if global_rank() == 0:  # one line, not one per DDP rank
             print(f"tinylm: {err}", file=sys.stderr)

@@ -60,8 +60,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bench.seed_references import Seed000SelfAttention
 from models.attention import MultiHeadAttention, RotaryEmbedding
-from tests.seed_references import Seed000SelfAttention
 
 SHAPES = [(8, 128, 256, 4), (16, 256, 384, 6), (4, 512, 256, 8)]
 MEMORY_SHAPE = (4, 1024, 256, 8)

@@ -17,7 +17,7 @@ import numpy as np
 from datasets import Dataset, IterableDataset
 from datasets.exceptions import DatasetGenerationError
 
-from data.cache import stable_hash
+from common.files import stable_hash
 from data.config import SPLITS, DataConfig
 from data.sources import load_raw, source_fingerprint
 

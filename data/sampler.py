@@ -13,8 +13,9 @@ import itertools
 from collections.abc import Iterator, Sized
 from typing import Any
 
-import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
+
+from common.ranks import rank_and_world_size
 
 
 class ResumableSampler(DistributedSampler):
@@ -25,11 +26,11 @@ class ResumableSampler(DistributedSampler):
     """
 
     def __init__(self, dataset: Sized, seed: int, shuffle: bool = True) -> None:
-        distributed = dist.is_available() and dist.is_initialized()
+        rank, world_size = rank_and_world_size()
         super().__init__(
             dataset,  # type: ignore[arg-type]
-            num_replicas=dist.get_world_size() if distributed else 1,
-            rank=dist.get_rank() if distributed else 0,
+            num_replicas=world_size,
+            rank=rank,
             shuffle=shuffle,
             seed=seed,
         )

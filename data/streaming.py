@@ -40,7 +40,9 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, get_worker_info
 from torch.utils.data import IterableDataset as TorchIterableDataset
 
-from data.cache import prepare_lock, stable_hash
+from common.files import stable_hash
+from common.ranks import rank_and_world_size
+from data.cache import prepare_lock
 from data.config import EVAL_SPLITS, TOKENIZER_KINDS, DataConfig
 from data.corpus import source_name, split_units
 from data.examples import EncoderExamples
@@ -386,13 +388,6 @@ class StreamLoader(DataLoader):
             )
         self._start = ranks[self.dataset.rank]
         self._recent = deque([self._start], maxlen=LIGHTNING_PREFETCH + 1)
-
-
-def rank_and_world_size() -> tuple[int, int]:
-    """This process's DDP rank and the number of ranks; (0, 1) outside DDP."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 def stream_loader(

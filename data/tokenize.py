@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from data.cache import stable_hash
+from common.files import stable_hash
 from data.config import DataConfig
 from data.corpus import Corpus, source_name
 from data.sources import split_files

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from data.cache import stable_hash, write_text_atomically
+from common.files import stable_hash, write_text_atomically
 from data.hub import hub_unavailable_reason
 
 EOS_TOKEN = "<|endoftext|>"

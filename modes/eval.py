@@ -21,8 +21,8 @@ from typing import Any
 
 import lightning as L
 
+from common.files import stable_hash, write_text_atomically
 from conf.schema import Settings
-from data.cache import stable_hash, write_text_atomically
 from data.collate import IGNORE_INDEX
 from data.config import DataConfig
 from data.corpus import corpus_key, source_name, whole_key
@@ -64,7 +64,6 @@ SOURCE_KEYS = ("source", "path", "name", "config_name", "text_column", "example_
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
-    check_no_model_overrides(settings, checkpoints[0])
     rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
     print(markdown_table(COLUMNS, [{c: format_value(r.get(c)) for c in COLUMNS} for r in rows]))
     results: dict[str, Any] = {"results": rows}
@@ -119,6 +118,7 @@ def evaluate_checkpoint(
     """Score one checkpoint; returns its record."""
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
+    check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)
     data_config, whole = _data_to_evaluate(DataConfig(**hparams["data_config"]), settings)

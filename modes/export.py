@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from conf.schema import Settings
-from training.checkpoint import check_no_model_overrides, check_output_free, export_safetensors
+from training.checkpoint import (
+    check_no_model_overrides,
+    check_output_free,
+    export_safetensors,
+    load_checkpoint,
+)
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
@@ -26,12 +31,13 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     else:
         out = ckpt.with_suffix(".safetensors")
     check_output_free(out, export.overwrite)  # before any work: say it now
-    check_no_model_overrides(settings, ckpt)
+    loaded = load_checkpoint(ckpt)
+    check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     if export.format == "hf":
         from training.hf_export import export_hf  # imports transformers: only when asked
 
-        out = export_hf(ckpt, out, overwrite=export.overwrite)
+        out = export_hf(loaded, out, overwrite=export.overwrite)
     else:
-        out = export_safetensors(ckpt, out)
+        out = export_safetensors(loaded, out)
     print(f"wrote {out}")
     return {export.format: str(out)}

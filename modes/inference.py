@@ -23,7 +23,7 @@ def load_for_inference(settings: Settings) -> tuple[LoadedCheckpoint, Tokenizer]
     """The checkpoint ``ckpt_path`` names (network in eval mode on the CPU) and its tokenizer;
     model.* overrides on the command line are refused, the model is the checkpoint's."""
     loaded = load_checkpoint(settings.job.ckpt_path)
-    check_no_model_overrides(settings, loaded.path)
+    check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
     return loaded, tokenizer_from_json(loaded.tokenizer_json)
 
 

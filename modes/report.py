@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from data.cache import write_text_atomically
+from common.files import write_text_atomically
 
 METRICS_FILE = "metrics.json"
 

@@ -26,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from data.cache import write_text_atomically  # noqa: E402
+from common.files import write_text_atomically  # noqa: E402
 from modes.report import collect_runs, format_value, markdown_table, natural_key  # noqa: E402
 
 REPLICATE_KEY = "seed"

@@ -18,6 +18,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from common.ranks import global_rank
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.tokenizer import save_tokenizer
@@ -28,7 +29,7 @@ from modes.report import read_metrics, write_metrics
 from training.callbacks import SaveOnInterrupt
 from training.checkpoint import check_resume, read_checkpoint
 from training.task import LanguageModelTask, task_class
-from training.trainer import finish_logger, global_rank, training_trainer
+from training.trainer import finish_logger, training_trainer
 
 HEADLINE = ("best_val_loss", "val_loss", "val_ppl", "val_bpc", "val_acc", "tokens_per_sec")
 

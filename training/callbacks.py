@@ -19,7 +19,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from data.cache import write_atomically
+from common.files import write_atomically
 
 DIVERGENCE_HINT = (
     "Likely causes: a learning rate too high ({rates}; try 3x smaller, or a longer "

@@ -129,11 +129,10 @@ def check_output_free(out: Path, overwrite: bool) -> None:
         )
 
 
-def export_safetensors(path: str | Path, out_path: str | Path) -> Path:
+def export_safetensors(loaded: LoadedCheckpoint, out_path: str | Path) -> Path:
     """Write a checkpoint's network weights as ``safetensors`` (the configs go in metadata)."""
     from safetensors.torch import save_model
 
-    loaded = load_checkpoint(path)
     out_path = Path(out_path)
     metadata = {
         "model_config": json.dumps(loaded.config.to_dict()),
@@ -196,15 +195,15 @@ def check_resume(
         )
 
 
-def check_no_model_overrides(settings: Settings, ckpt: str | Path) -> None:
+def check_no_model_overrides(settings: Settings, trained: dict[str, Any], ckpt: str | Path) -> None:
     """eval/generate/attention/export take the model from the checkpoint: a model.* (or
     model=) on the command line would be silently ignored, so it is refused instead. A
     larger model.max_seq_len is the case users hit: the learned position table of the
-    checkpoint has exactly max_seq_len rows."""
+    checkpoint has exactly max_seq_len rows. ``trained`` is the checkpoint's model config
+    (``hyper_parameters["model_config"]``), read once by the caller."""
     asked = [k for k in settings.overrides if k == "model" or k.startswith("model.")]
     if not asked:
         return
-    trained = read_checkpoint(ckpt)["hyper_parameters"]["model_config"]
     requested = settings.model.to_dict()
     mode = settings.job.mode
     table = trained["max_seq_len"]

@@ -29,7 +29,7 @@ from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.attention import ROPE_BASE
 from models.config import ModelConfig
 from models.transformer import Decoder, Encoder
-from training.checkpoint import check_output_free, load_checkpoint
+from training.checkpoint import LoadedCheckpoint, check_output_free
 
 # family -> (the transformers class, the LayerNorm layout it hard-codes)
 HF_FAMILIES = {
@@ -302,7 +302,7 @@ def hf_tokenizer(tokenizer: Tokenizer, cfg: ModelConfig) -> Any:
     )
 
 
-def export_hf(ckpt: str | Path, out_dir: str | Path, overwrite: bool = False) -> Path:
+def export_hf(loaded: LoadedCheckpoint, out_dir: str | Path, overwrite: bool = False) -> Path:
     """Write the checkpoint as a transformers folder: config.json, model.safetensors,
     generation_config.json (decoder), tokenizer.json, tokenizer_config.json and
     special_tokens_map.json. The folder appears whole or not at all; an existing one is
@@ -310,7 +310,6 @@ def export_hf(ckpt: str | Path, out_dir: str | Path, overwrite: bool = False) ->
     out_dir = Path(out_dir)
     check_output_free(out_dir, overwrite)
     require_transformers()
-    loaded = load_checkpoint(ckpt)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     hf_model = to_hf_model(loaded.model, tokenizer)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,6 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.fabric.utilities.rank_zero import _get_rank
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
@@ -33,11 +32,6 @@ def _quiet_lightning() -> None:
 
 
 _quiet_lightning()
-
-
-def global_rank() -> int:
-    """This process's rank, known before the Trainer exists (DDP children, SLURM tasks)."""
-    return _get_rank() or 0
 
 
 def training_trainer(

@@ -1,0 +1,49 @@
+"""What the modes that start from a checkpoint share: each reads it once per command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import compose_config
+
+
+@pytest.mark.parametrize(
+    ("mode", "options"),
+    [
+        ("eval", ()),
+        ("generate", ("prompt=The",)),
+        ("attention", ("prompt=The",)),
+        ("export", ("export.format=safetensors",)),
+    ],
+)
+def test_a_command_reads_its_checkpoint_once(
+    tiny_checkpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, options
+) -> None:
+    from train import run
+
+    ckpt = tiny_checkpoints["decoder"]
+    reads: list[str] = []
+    real_load = torch.load
+
+    def counting_load(f, *args, **kwargs):
+        reads.append(str(f))
+        return real_load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    out = tmp_path / "out"
+    # model.* keys equal to the checkpoint's are checked against it, which once meant a
+    # second read; TINY's model keys are on the command line too.
+    run(
+        compose_config(
+            f"mode={mode}",
+            f"ckpt_path={ckpt}",
+            "model.max_seq_len=64",
+            f"output_dir={out}",
+            f"export.path={tmp_path / 'weights.safetensors'}",
+            *options,
+        )
+    )
+    assert reads == [str(ckpt)]
