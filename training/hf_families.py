@@ -1,0 +1,392 @@
+"""The Hugging Face architectures a tinylm network exports to: one table entry per family.
+
+The decoder is GPT-2 (pre-LN, learned positions, exact GELU, tied head), or GPT-NeoX with
+rotary positions (``model.position=rope``: the same half-split rotation, over the whole head,
+base 10000, sequential residuals), and the encoder BERT (post-LN, MLM head tied to the token
+table with its own bias), weight for weight, so the export is a renaming plus a few exact
+rewrites: a sinusoidal position table becomes a learned one holding the same values,
+``qkv_bias=false`` becomes zero biases, GPT-NeoX's fused projection takes the rows of each
+head's q, k, v together, and an encoder without token types gets a single all-zero
+token-type row (BERT always adds one).
+
+Each ``HFFamily`` says which checkpoints it takes (``arch`` and ``positions``), and decides
+every ``ModelConfig`` field once: ``maps`` names where transformers holds a field it
+reproduces for every value, ``refusals`` name the values of a field it has no exact
+equivalent for (its other values are reproduced), each with the reason. A field appears in
+one of the two; ``tests/test_hf_families.py`` walks the fields, so a new model option fails
+the tests until every family has decided it.
+
+Nothing here imports transformers: the families name its classes, ``training.hf_export``
+builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from data.tokenizer import SpecialTokens
+from models.attention import ROPE_BASE
+from models.config import ModelConfig
+from models.transformer import Decoder, Encoder
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Values of one ``ModelConfig`` field a family cannot reproduce exactly."""
+
+    field: str
+    refuses: Callable[[ModelConfig], bool]
+    reason: Callable[[ModelConfig], str]  # "model.FIELD=VALUE (why)"
+
+
+@dataclass(frozen=True)
+class HFFamily:
+    """A transformers architecture, the tinylm configs it takes and how it holds them."""
+
+    name: str  # as messages say it
+    model_class: str  # the transformers class names
+    config_class: str
+    arch: str  # the ModelConfig.arch and .position values it takes
+    positions: tuple[str, ...]
+    maps: Mapping[str, str]  # field -> where transformers holds it (every value exported)
+    refusals: tuple[Refusal, ...]
+    config_kwargs: Callable[[ModelConfig, SpecialTokens], dict[str, Any]]
+    weights: Callable[[Encoder | Decoder], dict[str, Tensor]]  # every transformers parameter
+
+    def check(self, cfg: ModelConfig) -> None:
+        """Refuse the settings this family cannot reproduce exactly, naming each in one error."""
+        problems = [refusal.reason(cfg) for refusal in self.refusals if refusal.refuses(cfg)]
+        if problems:
+            raise ValueError(
+                f"this {cfg.arch} has no exact {self.name} equivalent: {'; '.join(problems)}. "
+                "export.format=safetensors keeps every setting"
+            )
+
+
+# ------------------------------------------------------------------ refusals shared by name
+
+
+def layer_norm_layout(family: str, norm: str) -> Refusal:
+    """The family hard-codes one LayerNorm layout."""
+    return Refusal(
+        "norm",
+        lambda cfg: cfg.norm != norm,
+        lambda cfg: f"model.norm={cfg.norm} ({family} is {norm}-LN)",
+    )
+
+
+def one_kv_head_per_query_head(family: str) -> Refusal:
+    """No grouped-query attention: num_kv_heads None or num_heads is plain multi-head."""
+    return Refusal(
+        "num_kv_heads",
+        lambda cfg: cfg.num_kv_heads not in (None, cfg.num_heads),
+        lambda cfg: (
+            f"model.num_kv_heads={cfg.num_kv_heads} ({family} has one key/value head per "
+            f"query head, {cfg.num_heads})"
+        ),
+    )
+
+
+def one_hidden_dropout(family: str, hf_name: str) -> Refusal:
+    """One dropout rate (``hf_name``) serves both the embeddings and the residual branches."""
+    return Refusal(
+        "embd_dropout",
+        lambda cfg: cfg.embd_dropout_p != cfg.resid_dropout_p,
+        lambda cfg: (
+            f"model.embd_dropout={cfg.embd_dropout_p} differs from the residual dropout "
+            f"{cfg.resid_dropout_p} ({family} has one {hf_name} for both)"
+        ),
+    )
+
+
+# ------------------------------------------------------------------------- weights, renamed
+
+
+def _bias(layer: nn.Linear) -> Tensor:
+    return layer.bias if layer.bias is not None else torch.zeros(layer.out_features)
+
+
+def _norm(prefix: str, layer: nn.LayerNorm) -> dict[str, Tensor]:
+    return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": layer.bias}
+
+
+def _linear(prefix: str, layer: nn.Linear) -> dict[str, Tensor]:
+    return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": _bias(layer)}
+
+
+def _conv1d(prefix: str, layer: nn.Linear) -> dict[str, Tensor]:
+    # GPT-2's Conv1D stores [in, out], the transpose of nn.Linear's [out, in].
+    return {f"{prefix}.weight": layer.weight.t(), f"{prefix}.bias": _bias(layer)}
+
+
+def _position_table(model: Encoder | Decoder) -> Tensor:
+    """The learned table, or the sinusoid's values for a learned table to hold: [T, C]."""
+    emb = model.embeddings
+    return emb.position.weight if emb.position is not None else emb.sinusoid
+
+
+def _common_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+    return {
+        "vocab_size": cfg.vocab_size,
+        "pad_token_id": specials.pad_id,
+        "tie_word_embeddings": cfg.tie_embeddings,
+    }
+
+
+def _shared_sizes(cfg: ModelConfig) -> dict[str, Any]:
+    """The sizes under the names BERT and GPT-NeoX share."""
+    return {
+        "hidden_size": cfg.hidden_size,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "intermediate_size": cfg.mlp_size,
+        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
+        "max_position_embeddings": cfg.max_seq_len,
+        "layer_norm_eps": cfg.layer_norm_eps,
+    }
+
+
+# The fields every family holds under the same transformers names.
+_COMMON_MAPS = {
+    "vocab_size": "vocab_size",
+    "tie_embeddings": "tie_word_embeddings",
+    "pad_token_id": "pad_token_id (the tokenizer's, which the app fills it with)",
+    "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
+}
+_SHARED_SIZE_MAPS = {
+    "max_seq_len": "max_position_embeddings",
+    "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "intermediate_size": "intermediate_size (4 * hidden_size for None)",
+    "layer_norm_eps": "layer_norm_eps",
+}
+
+
+# ------------------------------------------------------------------------------------ GPT-2
+
+
+def _gpt2_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+    return {
+        **_common_config(cfg, specials),
+        "n_positions": cfg.max_seq_len,
+        "n_embd": cfg.hidden_size,
+        "n_layer": cfg.num_layers,
+        "n_head": cfg.num_heads,
+        "n_inner": cfg.mlp_size,
+        "activation_function": "gelu",  # exact (erf) GELU, as nn.GELU()
+        "resid_pdrop": cfg.resid_dropout_p,
+        "embd_pdrop": cfg.embd_dropout_p,
+        "attn_pdrop": cfg.attn_dropout_p,
+        "layer_norm_epsilon": cfg.layer_norm_eps,
+        # GPT-2's convention: one <|endoftext|> token starts and ends documents.
+        "bos_token_id": specials.eos_id,
+        "eos_token_id": specials.eos_id,
+    }
+
+
+def _gpt2_weights(model: Decoder) -> dict[str, Tensor]:
+    # GPT-2's fused c_attn splits q, k, v in that order, heads contiguous within each:
+    # tinylm's layout.
+    out = {
+        "transformer.wte.weight": model.embeddings.token.weight,
+        "transformer.wpe.weight": _position_table(model),
+    }
+    for i, block in enumerate(model.blocks):
+        p = f"transformer.h.{i}"
+        out |= _norm(f"{p}.ln_1", block.attn_norm)
+        out |= _conv1d(f"{p}.attn.c_attn", block.attn.qkv_proj)
+        out |= _conv1d(f"{p}.attn.c_proj", block.attn.out_proj)
+        out |= _norm(f"{p}.ln_2", block.mlp_norm)
+        out |= _conv1d(f"{p}.mlp.c_fc", block.mlp.fc1)
+        out |= _conv1d(f"{p}.mlp.c_proj", block.mlp.fc2)
+    out |= _norm("transformer.ln_f", model.final_norm)
+    out["lm_head.weight"] = model.lm_head.weight
+    return out
+
+
+GPT2 = HFFamily(
+    name="GPT-2",
+    model_class="GPT2LMHeadModel",
+    config_class="GPT2Config",
+    arch="decoder",
+    positions=("learned", "sinusoidal"),
+    maps={
+        **_COMMON_MAPS,
+        "arch": "GPT2LMHeadModel (causal, LM head)",
+        "max_seq_len": "n_positions",
+        "hidden_size": "n_embd",
+        "num_layers": "n_layer",
+        "num_heads": "n_head",
+        "intermediate_size": "n_inner",
+        "dropout": "attn_pdrop, resid_pdrop, embd_pdrop (where not overridden)",
+        "attn_dropout": "attn_pdrop",
+        "resid_dropout": "resid_pdrop",
+        "embd_dropout": "embd_pdrop",
+        "position": "wpe (learned, or holding the sinusoid's values)",
+        "type_vocab_size": "nothing: a decoder has no token types",
+        "layer_norm_eps": "layer_norm_epsilon",
+    },
+    refusals=(layer_norm_layout("GPT-2", "pre"), one_kv_head_per_query_head("GPT-2")),
+    config_kwargs=_gpt2_config,
+    weights=_gpt2_weights,
+)
+
+
+# --------------------------------------------------------------------------------- GPT-NeoX
+
+
+def _gpt_neox_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+    return {
+        **_common_config(cfg, specials),
+        **_shared_sizes(cfg),
+        "hidden_dropout": cfg.resid_dropout_p,
+        "attention_dropout": cfg.attn_dropout_p,
+        "use_parallel_residual": False,  # x + attn(ln(x)), then + mlp(ln(.)), as tinylm
+        "attention_bias": True,  # qkv_bias=false exports zero biases
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": ROPE_BASE,
+            "partial_rotary_factor": 1.0,  # tinylm rotates every head dimension
+        },
+        "bos_token_id": specials.eos_id,
+        "eos_token_id": specials.eos_id,
+    }
+
+
+def _gpt_neox_weights(model: Decoder) -> dict[str, Tensor]:
+    cfg = model.config
+    heads, head_dim = cfg.num_heads, cfg.hidden_size // cfg.num_heads
+
+    def per_head_qkv(t: Tensor) -> Tensor:
+        # tinylm's rows [q; k; v] (heads contiguous in each) -> GPT-NeoX's [q_h; k_h; v_h]
+        # per head h, which it views as [..., H, 3 D] and splits.
+        return t.unflatten(0, (3, heads, head_dim)).transpose(0, 1).flatten(0, 2)
+
+    out = {"gpt_neox.embed_in.weight": model.embeddings.token.weight}
+    for i, block in enumerate(model.blocks):
+        p = f"gpt_neox.layers.{i}"
+        qkv = block.attn.qkv_proj
+        out |= _norm(f"{p}.input_layernorm", block.attn_norm)
+        out[f"{p}.attention.query_key_value.weight"] = per_head_qkv(qkv.weight)
+        out[f"{p}.attention.query_key_value.bias"] = per_head_qkv(_bias(qkv))
+        out |= _linear(f"{p}.attention.dense", block.attn.out_proj)
+        out |= _norm(f"{p}.post_attention_layernorm", block.mlp_norm)
+        out |= _linear(f"{p}.mlp.dense_h_to_4h", block.mlp.fc1)
+        out |= _linear(f"{p}.mlp.dense_4h_to_h", block.mlp.fc2)
+    out |= _norm("gpt_neox.final_layer_norm", model.final_norm)
+    out["lm_head.weight"] = model.lm_head.weight
+    return out
+
+
+GPT_NEOX = HFFamily(
+    name="GPT-NeoX",
+    model_class="GPTNeoXForCausalLM",
+    config_class="GPTNeoXConfig",
+    arch="decoder",
+    positions=("rope",),
+    maps={
+        **_COMMON_MAPS,
+        **_SHARED_SIZE_MAPS,
+        "arch": "GPTNeoXForCausalLM (causal, LM head)",
+        "dropout": "attention_dropout, hidden_dropout (where not overridden)",
+        "attn_dropout": "attention_dropout",
+        "resid_dropout": "hidden_dropout",
+        "position": "rope_parameters (base 10000, every head dimension)",
+        "type_vocab_size": "nothing: a decoder has no token types",
+    },
+    refusals=(
+        layer_norm_layout("GPT-NeoX", "pre"),
+        one_kv_head_per_query_head("GPT-NeoX"),
+        one_hidden_dropout("GPT-NeoX", "hidden_dropout"),
+    ),
+    config_kwargs=_gpt_neox_config,
+    weights=_gpt_neox_weights,
+)
+
+
+# ------------------------------------------------------------------------------------- BERT
+
+
+def _bert_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+    return {
+        **_common_config(cfg, specials),
+        **_shared_sizes(cfg),
+        "hidden_dropout_prob": cfg.resid_dropout_p,
+        "attention_probs_dropout_prob": cfg.attn_dropout_p,
+        "type_vocab_size": max(1, cfg.type_vocab_size),
+    }
+
+
+def _bert_weights(model: Encoder) -> dict[str, Tensor]:
+    emb, width = model.embeddings, model.config.hidden_size
+    out = {
+        "bert.embeddings.word_embeddings.weight": emb.token.weight,
+        "bert.embeddings.position_embeddings.weight": _position_table(model),
+        "bert.embeddings.token_type_embeddings.weight": (
+            emb.token_type.weight if emb.token_type is not None else torch.zeros(1, width)
+        ),
+    }
+    out |= _norm("bert.embeddings.LayerNorm", emb.norm)
+    for i, block in enumerate(model.blocks):
+        p = f"bert.encoder.layer.{i}"
+        qkv = block.attn.qkv_proj
+        weights, biases = qkv.weight.split(width), _bias(qkv).split(width)  # rows [q; k; v]
+        for name, w, b in zip(("query", "key", "value"), weights, biases, strict=True):
+            out[f"{p}.attention.self.{name}.weight"] = w
+            out[f"{p}.attention.self.{name}.bias"] = b
+        out |= _linear(f"{p}.attention.output.dense", block.attn.out_proj)
+        out |= _norm(f"{p}.attention.output.LayerNorm", block.attn_norm)
+        out |= _linear(f"{p}.intermediate.dense", block.mlp.fc1)
+        out |= _linear(f"{p}.output.dense", block.mlp.fc2)
+        out |= _norm(f"{p}.output.LayerNorm", block.mlp_norm)
+    head = model.mlm_head
+    out |= _linear("cls.predictions.transform.dense", head.dense)
+    out |= _norm("cls.predictions.transform.LayerNorm", head.norm)
+    out |= _linear("cls.predictions.decoder", head.proj)
+    # BERT keeps the output bias twice (tied when the head is): both hold tinylm's one bias.
+    out["cls.predictions.bias"] = head.proj.bias
+    return out
+
+
+BERT = HFFamily(
+    name="BERT",
+    model_class="BertForMaskedLM",
+    config_class="BertConfig",
+    arch="encoder",
+    positions=("learned", "sinusoidal", "rope"),  # rope only to refuse it by name
+    maps={
+        **_COMMON_MAPS,
+        **_SHARED_SIZE_MAPS,
+        "arch": "BertForMaskedLM (bidirectional, MLM head)",
+        "dropout": "attention_probs_dropout_prob, hidden_dropout_prob (where not overridden)",
+        "attn_dropout": "attention_probs_dropout_prob",
+        "resid_dropout": "hidden_dropout_prob",
+        "type_vocab_size": "type_vocab_size (one all-zero row for 0)",
+    },
+    refusals=(
+        layer_norm_layout("BERT", "post"),
+        one_kv_head_per_query_head("BERT"),
+        one_hidden_dropout("BERT", "hidden_dropout_prob"),
+        Refusal(
+            "position",
+            lambda cfg: cfg.position == "rope",
+            lambda cfg: "model.position=rope (BERT adds a learned position table)",
+        ),
+    ),
+    config_kwargs=_bert_config,
+    weights=_bert_weights,
+)
+
+HF_FAMILIES = (GPT2, GPT_NEOX, BERT)
+
+
+def hf_family(cfg: ModelConfig) -> HFFamily:
+    """The family a tinylm model config exports to: the one taking its arch and position."""
+    (family,) = [f for f in HF_FAMILIES if f.arch == cfg.arch and cfg.position in f.positions]
+    return family
