@@ -25,7 +25,8 @@ tokens). ``ModelConfig.position`` adds learned or sinusoidal positions to the em
 
 Document masking (``Decoder.forward(..., document_ids=...)``): in a block packed from several
 documents, a token attends only to earlier tokens of its own document and positions restart
-at 0 at each document, so a document computes as it would alone (``document_layout``).
+at 0 at each document, so a document computes as it would alone
+(``models.positions.document_layout``). Tokens are drawn by ``models.sampling``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ from torch import Tensor, nn
 
 from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding
 from models.config import ModelConfig
+from models.positions import (
+    check_document_ids,
+    document_layout,
+    position_ids,
+    sinusoidal_table,
+)
+from models.sampling import check_sampling_args, sample_next_token
 
 
 class ModelOutput(NamedTuple):
@@ -57,54 +65,6 @@ class MaskPrediction(NamedTuple):
     position: int
     token_ids: list[int]
     probs: list[float]
-
-
-def sinusoidal_table(num_positions: int, dim: int) -> Tensor:
-    """Fixed sin/cos position encodings of "Attention Is All You Need", shape [T, C]."""
-    position = torch.arange(num_positions, dtype=torch.float32)[:, None]  # (T, 1)
-    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(1e4) / dim))
-    angles = position * inv_freq  # (T, ceil(C / 2))
-    table = torch.zeros(num_positions, dim)
-    table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles)[:, : dim // 2]  # an odd C has one cos column fewer
-    return table  # (T, C)
-
-
-def position_ids(
-    attention_mask: Tensor | None,
-    length: int,
-    past_length: int = 0,
-    device: torch.device | str | None = None,
-) -> Tensor:
-    """Positions of the last ``length`` tokens, counting real tokens only.
-
-    ``attention_mask`` covers cached tokens too ([B, past_length + length]). Left padding gets
-    position 0, right padding repeats the last real position; either way padded positions are
-    masked as keys and ignored by the loss.
-    """
-    if attention_mask is None:
-        return torch.arange(past_length, past_length + length, device=device)[None, :]  # (1, T)
-    positions = attention_mask.long().cumsum(dim=-1) - 1  # (B, T_k)
-    return positions.clamp(min=0)[:, -length:]  # (B, T)
-
-
-def document_layout(document_ids: Tensor) -> tuple[Tensor, Tensor]:
-    """Document ids [B, T] -> (same-document mask [B, 1, T, T], positions [B, T]).
-
-    A document is a run of equal consecutive ids: runs, not id values, decide, so ids that
-    recur later (0, 1, 0) name three documents and mask and positions always agree. The mask
-    is True where query and key lie in the same document; the attention's causal flag adds
-    the triangle. Positions count from 0 at the start of each run.
-    """
-    _, length = document_ids.shape
-    starts = torch.ones_like(document_ids, dtype=torch.bool)  # (B, T)
-    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
-    run = starts.cumsum(dim=-1)  # (B, T): the run each token belongs to
-    same_document = run[:, :, None] == run[:, None, :]  # (B, T, T)
-    index = torch.arange(length, device=document_ids.device).expand_as(document_ids)  # (B, T)
-    # A token's run began at the last start at or before it.
-    run_start = torch.where(starts, index, 0).cummax(dim=-1).values  # (B, T)
-    return same_document[:, None], index - run_start  # (B, 1, T, T), (B, T)
 
 
 class Embeddings(nn.Module):
@@ -317,7 +277,7 @@ class TransformerBase(nn.Module):
                 attention_mask, input_ids.shape[1], past_length, input_ids.device
             )  # (B|1, T)
         else:
-            _check_document_ids(document_ids, input_ids, attention_mask, kv_caches)
+            check_document_ids(document_ids, input_ids, attention_mask, kv_caches)
             mask, positions = document_layout(document_ids)  # (B, 1, T, T), (B, T)
         x = self.embeddings(input_ids, positions, token_type_ids)  # (B, T, C)
         rotary = None if self.rotary is None else self.rotary(positions)  # 2 x (B|1, T, D/2)
@@ -525,7 +485,7 @@ class Decoder(TransformerBase):
         slides, so past ``max_seq_len`` the cache is dropped and each step re-reads the last
         window: identical to ``use_cache=False``, only slower.
         """
-        _check_sampling_args(max_new_tokens, temperature, top_k, top_p)
+        check_sampling_args(max_new_tokens, temperature, top_k, top_p)
         cfg = self.config
         if eos_token_id is not None and not 0 <= eos_token_id < cfg.vocab_size:
             raise ValueError(
@@ -555,7 +515,7 @@ class Decoder(TransformerBase):
                     context, context_mask = ids[:, cached_length:], mask  # only uncached tokens
                     cached_length = ids.shape[1]
                 logits = self(context, context_mask, kv_caches=caches)[:, -1]  # (B, V)
-                next_id = _sample(logits, temperature, top_k, top_p, generator)  # (B,)
+                next_id = sample_next_token(logits, temperature, top_k, top_p, generator)  # (B,)
                 if eos_token_id is not None:
                     next_id = next_id.masked_fill(finished, fill_id)
                     finished |= next_id == eos_token_id
@@ -570,58 +530,6 @@ class Decoder(TransformerBase):
 def build_model(cfg: ModelConfig) -> Encoder | Decoder:
     """The model class named by ``cfg.arch``."""
     return Encoder(cfg) if cfg.arch == "encoder" else Decoder(cfg)
-
-
-def _check_document_ids(
-    document_ids: Tensor,
-    input_ids: Tensor,
-    attention_mask: Tensor | None,
-    kv_caches: list[KVCache] | None,
-) -> None:
-    if (
-        document_ids.dtype.is_floating_point
-        or document_ids.dtype.is_complex
-        or (document_ids.dtype == torch.bool)
-    ):
-        raise ValueError(
-            f"document_ids has dtype {document_ids.dtype}; pass integer ids [batch, length] "
-            "(the document of each token, e.g. the number of EOS tokens before it)"
-        )
-    if tuple(document_ids.shape) != tuple(input_ids.shape):
-        raise ValueError(
-            f"document_ids has shape {tuple(document_ids.shape)}, expected the shape of "
-            f"input_ids {tuple(input_ids.shape)}: one document id per token"
-        )
-    if kv_caches is not None:
-        raise ValueError(
-            "document_ids cannot be combined with kv_caches: the cache holds keys at absolute "
-            "positions of one sequence; generate without document_ids (a prompt is one document)"
-        )
-    if attention_mask is not None:
-        raise ValueError(
-            "document_ids cannot be combined with attention_mask; give the padding a document "
-            "id of its own (its tokens then attend only to padding) and drop attention_mask"
-        )
-
-
-def _check_sampling_args(
-    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
-) -> None:
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or (max_new_tokens < 0)
-    ):
-        raise ValueError(f"max_new_tokens={max_new_tokens!r} must be an int >= 0")
-    if not (isinstance(temperature, (int, float)) and 0 <= temperature < math.inf):
-        raise ValueError(
-            f"temperature={temperature!r} must be a finite number >= 0 (0 = greedy, 1 = the "
-            "model's distribution, higher = flatter)"
-        )
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
-        raise ValueError(f"top_k={top_k!r} must be None or 0 (no top-k), or a positive int")
-    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
-        raise ValueError(f"top_p={top_p!r} must be in (0, 1] (1 = no nucleus filtering)")
 
 
 def _check_left_padded(input_ids: Tensor, attention_mask: Tensor | None) -> None:
@@ -642,27 +550,3 @@ def _check_left_padded(input_ids: Tensor, attention_mask: Tensor | None) -> None
             "generate needs left-padded prompts (padding before the prompt, the last token "
             "real): attention_mask has a 0 after a 1; pad on the left (padding_side='left')"
         )
-
-
-def _sample(
-    logits: Tensor,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    generator: torch.Generator | None,
-) -> Tensor:
-    """Next token ids [B] from last-position logits [B, V]."""
-    if temperature == 0:
-        return logits.argmax(dim=-1)  # (B,)
-    logits = logits.float() / temperature
-    if top_k:
-        kth_best = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth_best, -math.inf)
-    probs = torch.softmax(logits, dim=-1)  # (B, V)
-    if top_p is not None and top_p < 1:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V) each
-        # Drop a token once the more likely ones already reach top_p; the best always stays.
-        drop_sorted = sorted_probs.cumsum(dim=-1) - sorted_probs >= top_p  # (B, V)
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # (B, V)
-        probs = probs.masked_fill(drop, 0.0)  # multinomial renormalises
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)

@@ -23,7 +23,8 @@ from data.collate import (
 from data.config import DataConfig
 from data.datamodule import LMDataModule
 from models.config import ModelConfig
-from models.transformer import Decoder, document_layout
+from models.positions import document_layout
+from models.transformer import Decoder
 from tests.conftest import TINY, train_py
 from tests.test_data import ready, small_cfg
 

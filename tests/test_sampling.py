@@ -1,6 +1,6 @@
 """Statistical tests of token sampling: temperature, greedy, top-k, top-p (nucleus), and both.
 
-They drive ``models.transformer._sample``, the helper ``Decoder.generate`` draws every token
+They drive ``models.sampling.sample_next_token``, the helper ``Decoder.generate`` draws every token
 with, on fixed logits repeated over many rows (one independent draw per row) with a seeded
 ``torch.Generator``; one test goes through ``Decoder.generate`` to check it forwards the
 arguments. Expected distributions are computed here in float64 from the definitions, never
@@ -11,7 +11,7 @@ error sqrt(p (1 - p) / n); every category must lie within 5 of them (a two-sided
 false alarm ~6e-7 per category; scipy is not installed, so no chi-square quantile). A category
 of probability 0 must never be drawn, and every category of positive probability must be.
 
-Definitions tested, read from ``_sample`` and ``Decoder.generate``'s docstring:
+Definitions tested, read from ``sample_next_token`` and ``Decoder.generate``'s docstring:
 
 - temperature T > 0: the distribution is softmax(logits / T); T = 0 is greedy (argmax).
 - top-k: keep the tokens whose logit is >= the k-th largest logit (k above V keeps all; 0 or
@@ -35,7 +35,8 @@ import torch
 from torch import Tensor
 
 from models.config import ModelConfig
-from models.transformer import Decoder, _sample
+from models.sampling import sample_next_token
+from models.transformer import Decoder
 
 N = 40_000  # draws per distribution
 SIGMAS = 5.0
@@ -53,7 +54,7 @@ def draw(
     """Counts per token [V] of ``n`` draws from one logit vector (one draw per batch row)."""
     rows = torch.tensor(logits, dtype=torch.float32).expand(n, -1)  # (n, V)
     generator = torch.Generator().manual_seed(seed)
-    ids = _sample(rows, temperature, top_k, top_p, generator)  # (n,)
+    ids = sample_next_token(rows, temperature, top_k, top_p, generator)  # (n,)
     assert ids.shape == (n,)
     return torch.bincount(ids, minlength=len(logits))
 
@@ -113,10 +114,10 @@ def test_temperature_zero_is_greedy() -> None:
     torch.manual_seed(0)
     logits = torch.randn(2_000, 11) * 3  # (rows, V), a different distribution per row
     generator = torch.Generator().manual_seed(0)
-    ids = _sample(logits, 0.0, None, None, generator)
+    ids = sample_next_token(logits, 0.0, None, None, generator)
     assert torch.equal(ids, logits.argmax(dim=-1))
     # top-k / top-p cannot change the argmax, which they always keep.
-    assert torch.equal(_sample(logits, 0.0, 3, 0.5, generator), logits.argmax(dim=-1))
+    assert torch.equal(sample_next_token(logits, 0.0, 3, 0.5, generator), logits.argmax(dim=-1))
     # One fixed logit vector over many rows: the argmax every single time.
     counts = draw(LOGITS, temperature=0.0, n=1_000)
     assert counts[LOGITS.index(max(LOGITS))] == 1_000
@@ -197,7 +198,7 @@ def test_top_p_cut_is_per_row() -> None:
     first = [math.log(p) for p in NUCLEUS_PROBS]
     second = first[2:] + first[:2]  # the same probabilities rotated by two tokens
     rows = torch.tensor([first, second], dtype=torch.float32).repeat(N // 2, 1)  # (N, V)
-    ids = _sample(rows, 1.0, None, 0.7, torch.Generator().manual_seed(0))
+    ids = sample_next_token(rows, 1.0, None, 0.7, torch.Generator().manual_seed(0))
     for offset, probs in ((0, NUCLEUS_PROBS), (1, NUCLEUS_PROBS[2:] + NUCLEUS_PROBS[:2])):
         counts = torch.bincount(ids[offset::2], minlength=len(probs))
         assert_frequencies(counts, restrict(probs, nucleus(probs, 0.7)))
