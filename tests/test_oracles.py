@@ -22,7 +22,7 @@ from conf.schema import OptimConfig
 from data.config import DataConfig
 from data.corpus import Corpus
 from tests.conftest import ROOT, TINY
-from tests.test_models import tiny_config
+from tests.tiny_models import tiny_config
 from train import run
 from training.checkpoint import load_checkpoint
 from training.task import task_class

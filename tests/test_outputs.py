@@ -14,7 +14,7 @@ import torch
 
 from modes.attention import attention_figure
 from modes.summary import group_runs, heatmap_cells, write_sweep_summary
-from tests.test_models import tiny_model
+from tests.tiny_models import tiny_model
 
 HEADS, DROPOUTS = ("1", "2", "3", "4"), ("0.0", "0.1", "0.2")
 

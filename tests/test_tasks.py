@@ -12,7 +12,7 @@ import torch
 from conf.schema import OptimConfig
 from data.config import DataConfig
 from models.transformer import build_model
-from tests.test_models import tiny_config
+from tests.tiny_models import tiny_config
 from training.optim import BatchedMuon, MuonWithAdamW, build_optimizer
 from training.task import MaskedLMTask, warmup_cosine
 
