@@ -155,7 +155,7 @@ def _shared_sizes(cfg: ModelConfig) -> dict[str, Any]:
 _COMMON_MAPS = {
     "vocab_size": "vocab_size",
     "tie_embeddings": "tie_word_embeddings",
-    "pad_token_id": "pad_token_id (the tokenizer's, which the app fills it with)",
+    "pad_token_id": "pad_token_id (the tokenizer's padding id, as the app fills it in)",
     "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
 }
 _SHARED_SIZE_MAPS = {
