@@ -6,8 +6,8 @@ loads (a mapping of splits, any of train / validation / test, to datasets of one
 it, so later stages find their cached results without loading anything), the name the user
 gave it, whether it has splits of its own, its size and how it says it has no text.
 `source_of(cfg)` picks the class once. Defining a subclass with `name=...` is what adds a
-`data.source` choice: `SOURCES` holds exactly the defined kinds, so a half-added source
-cannot be chosen, and an incomplete one cannot be built (abstract methods).
+`data.source` choice: `SOURCES` holds exactly the defined kinds, and a kind that lacks one
+of the methods fails at its definition, so a half-added source cannot exist.
 
 `datasets` is imported only where a source is read: `data.config` validates through this
 module at every start, and that import takes most of a second.
@@ -16,6 +16,7 @@ module at every start, and that import takes most of a second.
 from __future__ import annotations
 
 import glob
+import inspect
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -55,16 +56,23 @@ class Source(ABC):
 
     def __init_subclass__(cls, name: str, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # At the definition, not at the first use: ABC would refuse only to build one.
+        missing = sorted(
+            attr
+            for attr in dir(cls)
+            if getattr(inspect.getattr_static(cls, attr), "__isabstractmethod__", False)
+        )
+        if missing:
+            raise TypeError(f"the source kind {name!r} must define {', '.join(missing)}")
         cls.name = name
         SOURCES[name] = cls
 
     def __init__(self, cfg: DataConfig) -> None:
         self.cfg = cfg
 
-    @classmethod
     @abstractmethod
-    def check(cls, cfg: DataConfig) -> None:
-        """Raise unless ``cfg`` has what this kind needs (called when a DataConfig is built)."""
+    def check(self) -> None:
+        """Raise unless the config has what this kind needs (run when a DataConfig is built)."""
 
     @abstractmethod
     def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
@@ -107,7 +115,7 @@ def check_source(cfg: DataConfig) -> None:
     """``data.source`` is a defined kind, and ``cfg`` has what that kind needs."""
     if cfg.source not in SOURCES:
         raise ValueError(f"data.source={cfg.source!r} is not valid; choose one of {list(SOURCES)}")
-    SOURCES[cfg.source].check(cfg)
+    source_of(cfg).check()
 
 
 def source_keys() -> set[str]:
@@ -146,8 +154,7 @@ def split_paths(path: object) -> dict[str, str] | None:
 class BuiltinSource(Source, name="builtin"):
     """CPython's reference documentation, shipped with every install: always available."""
 
-    @classmethod
-    def check(cls, cfg: DataConfig) -> None:
+    def check(self) -> None:
         """Needs no key."""
 
     def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
@@ -184,9 +191,8 @@ class FilesSource(Source, name="files"):
     keys = ("path", "text_column")
     required_key = "path"
 
-    @classmethod
-    def check(cls, cfg: DataConfig) -> None:
-        if not cfg.path:
+    def check(self) -> None:
+        if not self.cfg.path:
             raise ValueError(
                 "data.path is required with data.source=files: pass data.path=FILE "
                 "(a .txt/.json/.jsonl/.csv/.parquet file, a directory or a glob)"
@@ -312,9 +318,8 @@ class HubSource(Source, name="hub"):
     keys = ("name", "config_name", "text_column")
     required_key = "name"
 
-    @classmethod
-    def check(cls, cfg: DataConfig) -> None:
-        if not cfg.name:
+    def check(self) -> None:
+        if not self.cfg.name:
             raise ValueError(
                 "data.name is required with data.source=hub: pass data.name=ORG/DATASET "
                 "(and data.config_name=CONFIG if the dataset has configs)"
