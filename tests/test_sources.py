@@ -4,7 +4,9 @@ mapping, cache keys, reading every file format into a carved corpus, and bad inp
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import sys
 from pathlib import Path
 
 import datasets
@@ -12,12 +14,162 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+import data.sources
+from common.files import stable_hash
 from data.config import DataConfig
-from data.corpus import Corpus, split_units
-from data.sources import builtin_documents
+from data.corpus import Corpus, corpus_key, split_units, whole_key
+from data.sources import SOURCES, Source, builtin_documents, source_of
+from data.streaming import stream_tokenizer_key
 from tests.corpora import all_texts, load_corpus, make_paragraphs, ready, write_source
 
 CONF_DATA = Path(__file__).resolve().parents[1] / "conf" / "data"
+WIKITEXT = {"source": "hub", "name": "Salesforce/wikitext", "config_name": "wikitext-2-raw-v1"}
+MTIME_NS = 1_700_000_000_000_000_000
+
+
+def _file(path: Path, text: str) -> str:
+    """``text`` at ``path`` with a fixed mtime (part of a file's fingerprint)."""
+    path.write_text(text)
+    os.utime(path, ns=(MTIME_NS, MTIME_NS))
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- kinds
+
+
+def test_the_registry_holds_exactly_the_data_source_choices() -> None:
+    assert list(SOURCES) == ["builtin", "files", "hub"]
+    assert all(kind.name == name and issubclass(kind, Source) for name, kind in SOURCES.items())
+    chosen = {_composed_data(file.stem)["source"] for file in CONF_DATA.glob("*.yaml")}
+    assert chosen == set(SOURCES)  # every kind has a conf/data yaml, every yaml a kind
+    with pytest.raises(
+        ValueError, match=r"^data.source='web' is not valid; choose one of \["
+    ) as err:
+        DataConfig(source="web")
+    assert "\n" not in str(err.value)
+
+
+def test_a_new_kind_is_a_choice_and_a_half_added_one_cannot_exist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(data.sources, "SOURCES", dict(SOURCES))  # the kinds defined here go
+
+    class Labelled(data.sources.BuiltinSource, name="labelled"):
+        def check(self) -> None:
+            if self.cfg.text_column != "sentence":
+                raise ValueError("data.text_column must be sentence for labelled data")
+
+    assert isinstance(source_of(DataConfig(source="labelled", text_column="sentence")), Labelled)
+    with pytest.raises(ValueError, match="must be sentence"):  # its checks run on creation
+        DataConfig(source="labelled")
+    with pytest.raises(TypeError, match=r"'half' must define display_name, fingerprint, load"):
+
+        class Half(Source, name="half"):
+            def check(self) -> None:
+                pass
+
+    assert "half" not in data.sources.SOURCES
+    with pytest.raises(ValueError, match=r"data.source='half' is not valid"):
+        DataConfig(source="half")
+
+
+def test_each_kind_names_itself_its_splits_and_its_size(tmp_path: Path) -> None:
+    one = _file(tmp_path / "one.txt", "a b c\n")
+    valid = _file(tmp_path / "valid.txt", "d e\n")
+    paths = {"train": one, "validation": valid}
+    builtin_bytes = sum(len(text.encode()) for text in builtin_documents())
+    assert builtin_bytes > 400_000
+    expected = {  # (display name, own splits, carves the missing ones, size in bytes)
+        "builtin": (DataConfig(), "builtin", False, True, builtin_bytes),
+        "one path": (DataConfig(source="files", path=one), one, False, True, 6),
+        "mapping": (DataConfig(source="files", path=paths), str(paths), True, False, 10),
+        "hub": (DataConfig(**WIKITEXT), "Salesforce/wikitext/wikitext-2-raw-v1", True, True, None),
+    }
+    for case, (cfg, name, own, carves, size) in expected.items():
+        source = source_of(cfg)
+        assert source.display_name == name, case
+        assert (source.has_own_splits, source.carves_missing_splits) == (own, carves), case
+        assert source.size_bytes() == size, case
+    assert source_of(DataConfig(source="hub", name="org/set")).display_name == "org/set"
+
+
+def test_fingerprints_read_no_contents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_reading(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a fingerprint read the source")
+
+    monkeypatch.setattr(datasets, "load_dataset", no_reading)
+    monkeypatch.setattr(socket.socket, "connect", no_reading)
+    one, valid = _file(tmp_path / "one.txt", "a b c\n"), _file(tmp_path / "v.txt", "d e\n")
+    stat = {f: (str(Path(f).resolve()), Path(f).stat().st_size, MTIME_NS) for f in (one, valid)}
+    mapping = DataConfig(source="files", path={"train": one, "validation": valid})
+    assert source_of(DataConfig()).fingerprint() == ["builtin", sys.version]
+    assert source_of(DataConfig(**WIKITEXT)).fingerprint() == [
+        "hub",
+        *list(WIKITEXT.values())[1:],
+        "text",
+    ]
+    assert source_of(DataConfig(source="files", path=one)).fingerprint() == [
+        "files", [stat[one]], "text"
+    ]  # fmt: skip
+    assert source_of(mapping).fingerprint() == [
+        "files", {"train": [stat[one]], "validation": [stat[valid]]}, "text"
+    ]  # fmt: skip
+    _file(tmp_path / "one.txt", "a b c d\n")  # another size: another fingerprint
+    assert source_of(DataConfig(source="files", path=one)).fingerprint()[1][0][1] == 8
+
+
+def test_data_path_is_one_split_mapping_whatever_was_typed(tmp_path: Path) -> None:
+    single = DataConfig(source="files", path="x.txt")
+    assert single.path == {"train": "x.txt"}
+    assert single == DataConfig(source="files", path={"train": "x.txt"})  # train alone: carved
+    fixed = {"train": "a.txt", "validation": "b.txt"}
+    assert DataConfig(source="files", path=fixed).path == fixed
+    assert DataConfig().path is None and DataConfig(path="").path is None
+    # A checkpoint of earlier versions holds the path as typed; one of this version the mapping.
+    assert DataConfig(**{**dataclasses.asdict(single), "path": "x.txt"}) == single
+    assert DataConfig(**dataclasses.asdict(single)) == single
+    with pytest.raises(
+        ValueError, match=r"data.path=\['x.txt'\] must be a file, directory or glob"
+    ):
+        DataConfig(source="files", path=["x.txt"])
+    with pytest.raises(ValueError, match=r"data.path.validation='' must be a file"):
+        DataConfig(source="files", path={"train": "a.txt", "validation": ""})
+
+
+def test_cache_keys_of_existing_configs_do_not_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pinned from the code before data.path became a mapping (CACHE_VERSION "1").
+    hub = DataConfig(**WIKITEXT)
+    assert (corpus_key(hub), whole_key(hub), stream_tokenizer_key(hub)) == (
+        "e742c9c174055578", "8684422e4d180750", "f23d1a982877a203"
+    )  # fmt: skip
+    # Files are named by where they are: the key of that code, spelled out.
+    monkeypatch.chdir(tmp_path)
+    stat = (str(tmp_path.resolve() / "x.txt"), 21, MTIME_NS)
+    _file(tmp_path / "x.txt", "some text\n\nmore text\n")
+    carving = ("paragraph", 0.05, 0.05, 1234)
+    single = DataConfig(source="files", path="x.txt")
+    assert corpus_key(single) == stable_hash("corpus", ["files", [stat], "text"], *carving)
+    _file(tmp_path / "v.txt", "v\n")
+    v_stat = (str(tmp_path.resolve() / "v.txt"), 2, MTIME_NS)
+    mapping = DataConfig(source="files", path={"train": "x.txt", "validation": "v.txt"})
+    named = {"train": [stat], "validation": [v_stat]}
+    assert corpus_key(mapping) == stable_hash("corpus", ["files", named, "text"], *carving)
+    assert corpus_key(DataConfig()) == stable_hash(
+        "corpus", ["builtin", sys.version], *carving
+    )  # fmt: skip
+
+
+def test_messages_name_a_single_path_as_typed(tmp_path: Path) -> None:
+    blank = _file(tmp_path / "blank.txt", "\n  \n\n")
+    with pytest.raises(
+        ValueError, match=rf"^the files corpus \(data.path='{blank}'\) has no text$"
+    ):
+        load_corpus(DataConfig(source="files", path=blank))
+    split_files = {"train": blank, "validation": _file(tmp_path / "v.txt", "held out\n")}
+    with pytest.raises(ValueError, match=rf"^data.path.train={blank} has no text$"):
+        ready(DataConfig(source="files", path=split_files, cache_dir=str(tmp_path / "cache")))
 
 
 # ----------------------------------------------------------------------------- sources
