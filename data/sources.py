@@ -125,8 +125,8 @@ def source_keys() -> set[str]:
 
 def split_paths(path: object) -> dict[str, str] | None:
     """``data.path`` as one mapping of split names to paths: a single path P is {train: P}
-    (the other splits carved from it); a mapping names fixed splits, train and validation at
-    least. None (or an empty path) stays None."""
+    (the other splits carved from it), and so is a mapping of train alone; any other mapping
+    names fixed splits, train and validation at least. None (or an empty path) stays None."""
     if not path:
         return None
     if isinstance(path, str):
