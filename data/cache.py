@@ -6,10 +6,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
-from data.config import DataConfig
+if TYPE_CHECKING:  # a type only: data.config imports data.sources, which imports this
+    from data.config import DataConfig
 
 CACHE_ENV = "TINYLM_CACHE"
 

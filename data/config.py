@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SOURCES = ("builtin", "files", "hub")
+from data.sources import BuiltinSource, check_source, split_paths
+
 TOKENIZER_KINDS = ("bpe", "wordpiece", "char")
 EXAMPLE_UNITS = ("document", "paragraph", "line")
-SPLITS = ("train", "validation", "test")
 EVAL_SPLITS = ("validation", "test")
 # BPE starts from the 256-byte alphabet; below this there is no room for any merge.
 MIN_VOCAB_SIZE = 300
@@ -19,10 +19,11 @@ MIN_VOCAB_SIZE = 300
 class DataConfig:
     """Where the text comes from, how it is tokenized and how it is batched.
 
-    source: builtin (CPython's reference docs, always available) | files (`path`: a file, a
-    directory or a glob of .txt/.json/.jsonl/.csv/.parquet; or a mapping of split names to
-    such paths, `{train: a.txt, validation: b.txt, test: c.txt}`, the fixed splits of the
-    corpus: nothing is carved then) | hub (`name`, `config_name`).
+    source: one of `data.sources.SOURCES`: builtin (CPython's reference docs, always
+    available) | files (`path`: a file, a directory or a glob of .txt/.json/.jsonl/.csv/.parquet;
+    or a mapping of split names to such paths, `{train: a.txt, validation: b.txt, test: c.txt}`,
+    the fixed splits of the corpus: nothing is carved then) | hub (`name`, `config_name`).
+    path: once built, always that mapping (or None): a single path P is `{train: P}`.
     tokenizer: None picks the architecture's default (decoder -> bpe, encoder -> wordpiece);
     otherwise bpe | wordpiece | char (trained on the train split), a path to a tokenizer.json
     (or a directory holding one), or a Hub tokenizer name "org/name".
@@ -41,8 +42,8 @@ class DataConfig:
     its own document, and positions restart at each document.
     """
 
-    source: str = "builtin"
-    path: str | dict[str, str] | None = None
+    source: str = BuiltinSource.name
+    path: dict[str, str] | str | None = None
     name: str | None = None
     config_name: str | None = None
     text_column: str = "text"
@@ -64,19 +65,8 @@ class DataConfig:
     document_mask: bool = False
 
     def __post_init__(self) -> None:
-        _check_choice("source", self.source, SOURCES)
-        if self.source == "files" and not self.path:
-            raise ValueError(
-                "data.path is required with data.source=files: pass data.path=FILE "
-                "(a .txt/.json/.jsonl/.csv/.parquet file, a directory or a glob)"
-            )
-        if self.source == "hub" and not self.name:
-            raise ValueError(
-                "data.name is required with data.source=hub: pass data.name=ORG/DATASET "
-                "(and data.config_name=CONFIG if the dataset has configs)"
-            )
-        if isinstance(self.path, dict):
-            check_split_files(self.path)
+        self.path = split_paths(self.path)
+        check_source(self)
         _check_choice("example_unit", self.example_unit, EXAMPLE_UNITS)
         _check_choice("split", self.split, EVAL_SPLITS)
         if not self.text_column:
@@ -96,21 +86,6 @@ class DataConfig:
         _check_fraction("test_fraction", self.test_fraction, high=0.5)
         if self.tokenizer is not None:
             check_tokenizer_spec(self.tokenizer)
-
-
-def check_split_files(path: dict[str, Any]) -> None:
-    """A data.path mapping names the corpus's fixed splits: train and validation at least."""
-    unknown = [k for k in path if k not in SPLITS]
-    missing = [k for k in ("train", "validation") if k not in path]
-    if unknown or missing:
-        raise ValueError(
-            f"data.path={dict(path)} maps split names to files: use the keys "
-            f"{', '.join(SPLITS)} (train and validation required, test optional), e.g. "
-            "data.path={train: a.txt, validation: b.txt, test: c.txt}"
-        )
-    for split, value in path.items():
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"data.path.{split}={value!r} must be a file, directory or glob")
 
 
 def check_tokenizer_spec(spec: str) -> None:

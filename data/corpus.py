@@ -18,8 +18,8 @@ from datasets import Dataset, IterableDataset
 from datasets.exceptions import DatasetGenerationError
 
 from common.files import stable_hash
-from data.config import SPLITS, DataConfig
-from data.sources import load_raw, source_fingerprint
+from data.config import DataConfig
+from data.sources import SPLITS, Source, source_of
 
 # A paragraph ends at a line that is empty or holds only spaces/tabs.
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
@@ -30,7 +30,7 @@ def corpus_key(cfg: DataConfig) -> str:
     """Names the carved corpus; cheap (stats files, reads nothing)."""
     return stable_hash(
         "corpus",
-        source_fingerprint(cfg),
+        source_of(cfg).fingerprint(),
         cfg.example_unit,
         cfg.val_fraction,
         cfg.test_fraction,
@@ -43,12 +43,16 @@ class Corpus:
     """The examples of each split, read from the source on demand.
 
     With ``whole``, all of the source's text is the one split ``cfg.split``: what ``mode=eval``
-    scores when data is given on its command line. Files and the builtin corpus give every
-    record; a Hub dataset or a data.path mapping gives its split ``cfg.split``.
+    scores when data is given on its command line. A source without splits of its own gives
+    every record; one with them (a Hub dataset, a data.path mapping) gives its ``cfg.split``.
     """
 
     cfg: DataConfig
     whole: bool = False
+
+    @cached_property
+    def source(self) -> Source:
+        return source_of(self.cfg)
 
     @property
     def key(self) -> str:
@@ -56,13 +60,12 @@ class Corpus:
 
     @cached_property
     def raw(self) -> dict[str, Dataset | IterableDataset]:
-        raw = load_raw(self.cfg)
+        raw = self.source.load()
         if self.whole:
-            # A Hub dataset and a data.path mapping have splits of their own: cfg.split is one.
-            own_splits = self.cfg.source == "hub" or isinstance(self.cfg.path, dict)
+            own_splits = self.source.has_own_splits
             if own_splits and self.cfg.split not in raw:
                 raise ValueError(
-                    f"{source_name(self.cfg)} has no {self.cfg.split} split (its splits: "
+                    f"{self.source.display_name} has no {self.cfg.split} split (its splits: "
                     f"{', '.join(raw)}); pass data.split=validation or test, whichever it has"
                 )
             return {self.cfg.split: raw[self.cfg.split if own_splits else "train"]}
@@ -73,7 +76,7 @@ class Corpus:
         """The splits this corpus has, in standard order."""
         if self.whole:
             return (self.cfg.split,)
-        if isinstance(self.cfg.path, dict):  # fixed split files: nothing is carved
+        if not self.source.carves_missing_splits:
             return tuple(s for s in SPLITS if s in self.raw)
         return SPLITS
 
@@ -97,7 +100,7 @@ class Corpus:
 
     @property
     def _missing(self) -> list[str]:
-        if self.whole or isinstance(self.cfg.path, dict):
+        if self.whole or not self.source.carves_missing_splits:
             return []
         return [s for s in ("validation", "test") if s not in self.raw]
 
@@ -109,10 +112,7 @@ class Corpus:
             return None
         n = sum(len(units) for units in self._units(self.raw["train"]))
         if n == 0:
-            where = {"files": f" (data.path={self.cfg.path!r})", "hub": f" ({self.cfg.name})"}
-            raise ValueError(
-                f"the {self.cfg.source} corpus{where.get(self.cfg.source, '')} has no text"
-            )
+            raise ValueError(self.source.no_text())
         fractions = {"validation": self.cfg.val_fraction, "test": self.cfg.test_fraction}
         sizes = [max(1, round(n * fractions[s])) for s in missing]
         if n - sum(sizes) < 1:
@@ -137,23 +137,14 @@ class Corpus:
         except (DatasetGenerationError, ValueError) as err:  # pyarrow's and pandas' parse errors
             cause = err.__cause__ or err.__context__ or err
             raise ValueError(
-                f"cannot read the corpus {source_name(self.cfg)}: {cause}. A malformed file, "
+                f"cannot read the corpus {self.source.display_name}: {cause}. A malformed file, "
                 "or one without a single record, does this; check the file and data.text_column"
             ) from None
 
 
 def whole_key(cfg: DataConfig) -> str:
     """Names the text ``load_whole`` gives, as ``corpus_key`` names a carved corpus."""
-    return stable_hash("whole", source_fingerprint(cfg), cfg.example_unit, cfg.split)
-
-
-def source_name(cfg: DataConfig) -> str:
-    """The source as the user named it: the path, the Hub name (/config), or builtin."""
-    if cfg.source == "files":
-        return str(cfg.path)
-    if cfg.source == "hub":
-        return f"{cfg.name}" + (f"/{cfg.config_name}" if cfg.config_name else "")
-    return "builtin"
+    return stable_hash("whole", source_of(cfg).fingerprint(), cfg.example_unit, cfg.split)
 
 
 def split_units(batch: dict[str, list], unit: str) -> dict[str, list[str]]:

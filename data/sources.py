@@ -1,25 +1,37 @@
-"""Raw corpora: the built-in CPython docs, local files, Hub datasets.
+"""The kinds of data source (`data.source`): the built-in CPython docs, local files, Hub datasets.
 
-Each loader returns a mapping of splits (any of train / validation / test) to datasets of one
-column, "text". `source_fingerprint` names a source cheaply (no reading of its contents) so
-later stages can find their cached results without loading anything.
+One class per kind owns everything that differs between sources: its config checks, how it
+loads (a mapping of splits, any of train / validation / test, to datasets of one column,
+"text"; as streams when asked), its fingerprint (cheap: names the content without reading
+it, so later stages find their cached results without loading anything), the name the user
+gave it, whether it has splits of its own, its size and how it says it has no text.
+`source_of(cfg)` picks the class once. Defining a subclass with `name=...` is what adds a
+`data.source` choice: `SOURCES` holds exactly the defined kinds, and a kind that lacks one
+of the methods fails at its definition, so a half-added source cannot exist.
+
+`datasets` is imported only where a source is read: `data.config` validates through this
+module at every start, and that import takes most of a second.
 """
 
 from __future__ import annotations
 
 import glob
+import inspect
 import os
 import sys
+from abc import ABC, abstractmethod
 from pathlib import Path
-
-import datasets
-from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
-from datasets.exceptions import DatasetGenerationError
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from data.cache import cache_root
-from data.config import SPLITS, DataConfig
 from data.hub import hub_unavailable_reason
 
+if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict
+
+    from data.config import DataConfig
+
+SPLITS = ("train", "validation", "test")
 # File extension -> the `datasets` packaged builder that reads it.
 FILE_BUILDERS = {
     ".txt": "text",
@@ -29,36 +41,140 @@ FILE_BUILDERS = {
     ".csv": "csv",
     ".parquet": "parquet",
 }
+# Every kind of source by its data.source name, in the order they are defined.
+SOURCES: dict[str, type[Source]] = {}
 
 
-def load_raw(cfg: DataConfig, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
-    """The configured source: splits (standard names) of one "text" column. Local files are
-    always streams (read at each pass, never copied); the built-in corpus is in memory and a
-    Hub dataset as the `datasets` cache holds it, or with ``streaming`` both as streams."""
-    if cfg.source == "builtin":
+class Source(ABC):
+    """One kind of source, for one (validated) config."""
+
+    name: ClassVar[str]
+    # The data.* keys that say where this kind's text comes from (on a mode=eval command
+    # line they name the text to score), and the one of them it cannot do without.
+    keys: ClassVar[tuple[str, ...]] = ()
+    required_key: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, name: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # At the definition, not at the first use: ABC would refuse only to build one.
+        missing = sorted(
+            attr
+            for attr in dir(cls)
+            if getattr(inspect.getattr_static(cls, attr), "__isabstractmethod__", False)
+        )
+        if missing:
+            raise TypeError(f"the source kind {name!r} must define {', '.join(missing)}")
+        cls.name = name
+        SOURCES[name] = cls
+
+    def __init__(self, cfg: DataConfig) -> None:
+        self.cfg = cfg
+
+    @abstractmethod
+    def check(self) -> None:
+        """Raise unless the config has what this kind needs (run when a DataConfig is built)."""
+
+    @abstractmethod
+    def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
+        """Splits (standard names) of one "text" column; with ``streaming``, as streams."""
+
+    @abstractmethod
+    def fingerprint(self) -> list[object]:
+        """What identifies the content, without reading it (part of every cache key)."""
+
+    @property
+    @abstractmethod
+    def display_name(self) -> str:
+        """The source as the user named it (records, messages)."""
+
+    @property
+    def has_own_splits(self) -> bool:
+        """Whether its splits are its own: scored whole, ``data.split`` picks one of them."""
+        return False
+
+    @property
+    def carves_missing_splits(self) -> bool:
+        """Whether the splits it lacks are carved from its train split."""
+        return True
+
+    @abstractmethod
+    def size_bytes(self) -> int | None:
+        """Its text's size, where that is known without reading it."""
+
+    @abstractmethod
+    def no_text(self, split: str | None = None) -> str:
+        """The error when it (or its ``split``) holds no text."""
+
+
+def source_of(cfg: DataConfig) -> Source:
+    """The source ``cfg`` names (``cfg`` is validated, so its kind exists)."""
+    return SOURCES[cfg.source](cfg)
+
+
+def check_source(cfg: DataConfig) -> None:
+    """``data.source`` is a defined kind, and ``cfg`` has what that kind needs."""
+    if cfg.source not in SOURCES:
+        raise ValueError(f"data.source={cfg.source!r} is not valid; choose one of {list(SOURCES)}")
+    source_of(cfg).check()
+
+
+def source_keys() -> set[str]:
+    """The data.* keys that say where text comes from, whatever the source."""
+    return {"source", "example_unit", *(key for kind in SOURCES.values() for key in kind.keys)}
+
+
+def split_paths(path: object) -> dict[str, str] | None:
+    """``data.path`` as one mapping of split names to paths: a single path P is {train: P}
+    (the other splits carved from it), and so is a mapping of train alone; any other mapping
+    names fixed splits, train and validation at least. None (or an empty path) stays None."""
+    if not path:
+        return None
+    if isinstance(path, str):
+        return {"train": path}
+    if not isinstance(path, dict):
+        raise ValueError(
+            f"data.path={path!r} must be a file, directory or glob, or a mapping of split names "
+            "to them, e.g. data.path={train: a.txt, validation: b.txt}"
+        )
+    unknown = [k for k in path if k not in SPLITS]
+    missing = [k for k in ("train", "validation") if k not in path]
+    if unknown or (missing and set(path) != {"train"}):
+        raise ValueError(
+            f"data.path={dict(path)} maps split names to files: use the keys "
+            f"{', '.join(SPLITS)} (train and validation required, test optional; train alone "
+            "is a single path, carved), e.g. data.path={train: a.txt, validation: b.txt, "
+            "test: c.txt}"
+        )
+    for split, value in path.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"data.path.{split}={value!r} must be a file, directory or glob")
+    return dict(path)
+
+
+class BuiltinSource(Source, name="builtin"):
+    """CPython's reference documentation, shipped with every install: always available."""
+
+    def check(self) -> None:
+        """Needs no key."""
+
+    def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
+        from datasets import Dataset
+
         builtin = Dataset.from_dict({"text": builtin_documents()})
         return {"train": builtin.to_iterable_dataset() if streaming else builtin}
-    if cfg.source == "files":
-        return _load_files(cfg)
-    return _load_hub(cfg, streaming)
 
+    def fingerprint(self) -> list[object]:
+        return ["builtin", sys.version]  # the docs change with the Python build
 
-def source_fingerprint(cfg: DataConfig) -> list[object]:
-    """What identifies the source's content, without reading it.
+    @property
+    def display_name(self) -> str:
+        return "builtin"
 
-    Files are named by path, size and mtime; the built-in corpus by the Python build; Hub
-    datasets by name and config only (delete the cache directory to pick up a new revision).
-    """
-    if cfg.source == "builtin":
-        return ["builtin", sys.version]
-    if cfg.source == "files":
-        stats = {
-            split: [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-            for split, files in split_files(cfg).items()
-        }
-        # A single path keeps the key of earlier versions: their caches stay valid.
-        return ["files", stats if isinstance(cfg.path, dict) else stats["train"], cfg.text_column]
-    return ["hub", cfg.name, cfg.config_name, cfg.text_column]
+    def size_bytes(self) -> int:
+        return sum(len(text.encode()) for text in builtin_documents())
+
+    def no_text(self, split: str | None = None) -> str:
+        return "the builtin corpus has no text" + _in_split(split)
 
 
 def builtin_documents() -> list[str]:
@@ -68,10 +184,91 @@ def builtin_documents() -> list[str]:
     return [topics[key] for key in sorted(topics)]
 
 
-def split_files(cfg: DataConfig) -> dict[str, list[Path]]:
-    """The files of each split: those data.path maps to it, or all of them under "train"."""
-    paths = cfg.path if isinstance(cfg.path, dict) else {"train": cfg.path or ""}
-    return {split: resolve_files(path) for split, path in paths.items()}
+class FilesSource(Source, name="files"):
+    """Local files: ``data.path`` is one path (a file, a directory or a glob; the splits are
+    carved from it), or a mapping of split names to such paths (fixed splits)."""
+
+    keys = ("path", "text_column")
+    required_key = "path"
+
+    def check(self) -> None:
+        if not self.cfg.path:
+            raise ValueError(
+                "data.path is required with data.source=files: pass data.path=FILE "
+                "(a .txt/.json/.jsonl/.csv/.parquet file, a directory or a glob)"
+            )
+
+    @property
+    def paths(self) -> dict[str, str]:
+        return self.cfg.path or {}
+
+    @property
+    def typed(self) -> str | dict[str, str]:
+        """``data.path`` as the user typed it: the one path, or the mapping."""
+        return self.paths if self.has_own_splits else self.paths["train"]
+
+    def load(self, streaming: bool = False) -> dict[str, IterableDataset]:
+        """Always streams: read from the files at each pass, never copied into an Arrow cache."""
+        from datasets import load_dataset
+        from datasets.exceptions import DatasetGenerationError
+
+        files = self.files()
+        builders = {FILE_BUILDERS[f.suffix.lower()] for split in files.values() for f in split}
+        if len(builders) > 1:
+            raise ValueError(
+                f"data.path={self.typed} mixes formats {sorted(builders)}; use files of one format"
+            )
+        builder = builders.pop()
+        options = {}
+        if builder == "text":
+            # The text builder names its column "text" and can cut examples itself.
+            options["sample_by"] = self.cfg.example_unit
+        try:
+            raw = load_dataset(
+                builder,
+                data_files={split: [str(f) for f in fs] for split, fs in files.items()},
+                streaming=True,
+                **options,
+            )
+        except (DatasetGenerationError, ValueError) as err:  # pyarrow's and pandas' parse errors
+            cause = err.__cause__ or err
+            raise ValueError(f"cannot read data.path={self.typed}: {cause}") from None
+        column = "text" if builder == "text" else self.cfg.text_column
+        return _text_only(raw, column, f"data.path={self.typed!r}")
+
+    def fingerprint(self) -> list[object]:
+        """Named by path, size and mtime of every file."""
+        stats = {
+            split: [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+            for split, files in self.files().items()
+        }
+        # A single path keeps the key of earlier versions: their caches stay valid.
+        named = stats if self.has_own_splits else stats["train"]
+        return ["files", named, self.cfg.text_column]
+
+    @property
+    def display_name(self) -> str:
+        return str(self.typed)
+
+    @property
+    def has_own_splits(self) -> bool:
+        return "validation" in self.paths
+
+    @property
+    def carves_missing_splits(self) -> bool:
+        return not self.has_own_splits  # fixed split files: a split not given is not there
+
+    def files(self) -> dict[str, list[Path]]:
+        """The files of each split."""
+        return {split: resolve_files(path) for split, path in self.paths.items()}
+
+    def size_bytes(self) -> int:
+        return sum(f.stat().st_size for files in self.files().values() for f in files)
+
+    def no_text(self, split: str | None = None) -> str:
+        if split is not None and self.has_own_splits:
+            return f"data.path.{split}={self.paths[split]} has no text"
+        return f"the files corpus (data.path={self.typed!r}) has no text" + _in_split(split)
 
 
 def resolve_files(path: str) -> list[Path]:
@@ -114,51 +311,68 @@ def _supported(file: Path) -> bool:
     return file.suffix.lower() in FILE_BUILDERS
 
 
-def _load_files(cfg: DataConfig) -> dict[str, IterableDataset]:
-    files = split_files(cfg)
-    builders = {FILE_BUILDERS[f.suffix.lower()] for split in files.values() for f in split}
-    if len(builders) > 1:
-        raise ValueError(
-            f"data.path={cfg.path} mixes formats {sorted(builders)}; use files of one format"
+class HubSource(Source, name="hub"):
+    """A Hugging Face Hub dataset (``data.name``, ``data.config_name``), through the
+    `datasets` cache under the data cache directory."""
+
+    keys = ("name", "config_name", "text_column")
+    required_key = "name"
+
+    def check(self) -> None:
+        if not self.cfg.name:
+            raise ValueError(
+                "data.name is required with data.source=hub: pass data.name=ORG/DATASET "
+                "(and data.config_name=CONFIG if the dataset has configs)"
+            )
+
+    def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
+        import datasets
+        from datasets import load_dataset
+
+        cfg = self.cfg
+        what = cfg.name if cfg.config_name is None else f"{cfg.name} ({cfg.config_name})"
+        hint = (
+            f"cannot load Hub dataset {what}: the Hugging Face Hub is {{why}}. Download its "
+            "files elsewhere and use them locally with `data=text data.path=FILE_DIR_OR_GLOB` "
+            "(.txt/.json/.jsonl/.csv/.parquet), or, if it is already in the Hugging Face cache "
+            "under the data cache directory, set HF_DATASETS_OFFLINE=1 before starting."
         )
-    builder = builders.pop()
-    options = {}
-    if builder == "text":
-        # The text builder names its column "text" and can cut examples itself.
-        options["sample_by"] = cfg.example_unit
-    # Streamed: read from the files at each pass, never copied into an Arrow cache.
-    try:
-        raw = load_dataset(
-            builder,
-            data_files={split: [str(f) for f in fs] for split, fs in files.items()},
-            streaming=True,
-            **options,
-        )
-    except (DatasetGenerationError, ValueError) as err:  # pyarrow's and pandas' parse errors
-        raise ValueError(f"cannot read data.path={cfg.path}: {err.__cause__ or err}") from None
-    column = "text" if builder == "text" else cfg.text_column
-    return _text_only(raw, column, f"data.path={cfg.path!r}")
+        # With offline mode on at import, `datasets` reads its cache without the network;
+        # otherwise it would retry an unreachable Hub for minutes, so decide up front.
+        if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
+            raise ConnectionError(hint.format(why=why))
+        try:
+            raw = load_dataset(
+                cfg.name,
+                cfg.config_name,
+                cache_dir=str(cache_root(cfg) / "hf"),
+                streaming=streaming,
+            )
+        except ConnectionError as err:
+            raise ConnectionError(hint.format(why=f"not usable ({err})")) from err
+        return _text_only(raw, cfg.text_column, f"Hub dataset {what}")
+
+    def fingerprint(self) -> list[object]:
+        """By name and config only: delete the cache directory to pick up a new revision."""
+        return ["hub", self.cfg.name, self.cfg.config_name, self.cfg.text_column]
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.cfg.name}" + (f"/{self.cfg.config_name}" if self.cfg.config_name else "")
+
+    @property
+    def has_own_splits(self) -> bool:
+        return True
+
+    def size_bytes(self) -> None:
+        return None  # known only once downloaded
+
+    def no_text(self, split: str | None = None) -> str:
+        return f"the Hub dataset {self.display_name} has no text" + _in_split(split)
 
 
-def _load_hub(cfg: DataConfig, streaming: bool) -> dict[str, Dataset | IterableDataset]:
-    what = cfg.name if cfg.config_name is None else f"{cfg.name} ({cfg.config_name})"
-    hint = (
-        f"cannot load Hub dataset {what}: the Hugging Face Hub is {{why}}. Download its files "
-        "elsewhere and use them locally with `data=text data.path=FILE_DIR_OR_GLOB` "
-        "(.txt/.json/.jsonl/.csv/.parquet), or, if it is already in the Hugging Face cache "
-        "under the data cache directory, set HF_DATASETS_OFFLINE=1 before starting."
-    )
-    # With offline mode on at import, `datasets` reads its cache without the network;
-    # otherwise it would retry an unreachable Hub for minutes, so decide up front.
-    if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
-        raise ConnectionError(hint.format(why=why))
-    try:
-        raw = load_dataset(
-            cfg.name, cfg.config_name, cache_dir=str(cache_root(cfg) / "hf"), streaming=streaming
-        )
-    except ConnectionError as err:
-        raise ConnectionError(hint.format(why=f"not usable ({err})")) from err
-    return _text_only(raw, cfg.text_column, f"Hub dataset {what}")
+def _in_split(split: str | None) -> str:
+    return "" if split is None else f" in its {split} split"
 
 
 def _text_only(
@@ -183,6 +397,8 @@ def _text_only(
 
 def _first_record_columns(stream: IterableDataset, what: str) -> list[str]:
     """The columns of a stream that does not declare them (CSV): those of its first record."""
+    from datasets.exceptions import DatasetGenerationError
+
     try:
         return list(next(iter(stream)))
     except StopIteration:

@@ -44,9 +44,9 @@ from common.files import stable_hash
 from common.ranks import rank_and_world_size
 from data.cache import prepare_lock
 from data.config import EVAL_SPLITS, TOKENIZER_KINDS, DataConfig
-from data.corpus import source_name, split_units
+from data.corpus import split_units
 from data.examples import EncoderExamples
-from data.sources import load_raw, source_fingerprint
+from data.sources import source_of
 from data.store import SplitStore, memory_split
 from data.tokenize import encode_documents
 from data.tokenizer import (
@@ -88,7 +88,7 @@ class StreamSplits:
 
 
 def stream_splits(cfg: DataConfig) -> StreamSplits:
-    raw = load_raw(cfg, streaming=True)
+    raw = source_of(cfg).load(streaming=True)
     units = {
         split: ds.map(
             split_units,
@@ -134,7 +134,7 @@ def stream_tokenizer_key(cfg: DataConfig) -> str:
     """Names the sample a streaming tokenizer learns from (cheap: reads nothing)."""
     return stable_hash(
         "stream-tokenizer",
-        source_fingerprint(cfg),
+        source_of(cfg).fingerprint(),
         cfg.example_unit,
         cfg.stream_val_examples,
         cfg.stream_tokenizer_examples,
@@ -164,7 +164,7 @@ def _read_texts(cfg: DataConfig, stream: IterableDataset) -> list[str]:
     try:
         return [text for batch in stream.iter(batch_size=1000) for text in batch["text"]]
     except (OSError, ValueError, TypeError) as err:
-        raise ValueError(f"cannot read the corpus {source_name(cfg)}: {err}") from None
+        raise ValueError(f"cannot read the corpus {source_of(cfg).display_name}: {err}") from None
 
 
 @dataclass
@@ -421,8 +421,8 @@ def _ends_early_message(cfg: DataConfig, arch: str, max_seq_len: int, world_size
         need = "one example"
     share = f" (this rank's share, 1 of {world_size})" if world_size > 1 else ""
     return (
-        f"the streamed corpus {source_name(cfg)} ends before the first training batch: its "
-        f"training stream{share} holds less than {need} once validation is held out (the "
-        f"source's validation split, else its first data.stream_val_examples="
+        f"the streamed corpus {source_of(cfg).display_name} ends before the first training "
+        f"batch: its training stream{share} holds less than {need} once validation is held "
+        "out (the source's validation split, else its first data.stream_val_examples="
         f"{cfg.stream_val_examples} examples). Give more text or lower data.stream_val_examples"
     )

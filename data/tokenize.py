@@ -22,8 +22,8 @@ from tokenizers import Tokenizer
 
 from common.files import stable_hash
 from data.config import DataConfig
-from data.corpus import Corpus, source_name
-from data.sources import split_files
+from data.corpus import Corpus
+from data.sources import source_of
 from data.store import SplitStore, StoreBuilder, StoreDamaged, open_store
 from data.tokenizer import special_tokens_of
 
@@ -82,15 +82,13 @@ def build_store(corpus: Corpus, tokenizer: Tokenizer, directory: Path) -> None:
 
 
 def tokenize_workers(cfg: DataConfig) -> int:
-    """``data.num_proc``, or by default every usable core once the text is large enough."""
+    """``data.num_proc``, or by default every usable core once the text is large enough (or
+    of unknown size)."""
     if cfg.num_proc is not None:
         return cfg.num_proc
-    if cfg.source == "builtin":
+    size = source_of(cfg).size_bytes()
+    if size is not None and size < PARALLEL_MIN_BYTES:
         return 1
-    if cfg.source == "files":
-        size = sum(f.stat().st_size for fs in split_files(cfg).values() for f in fs)
-        if size < PARALLEL_MIN_BYTES:
-            return 1
     return len(os.sched_getaffinity(0))
 
 
@@ -146,9 +144,6 @@ def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _no_text(corpus: Corpus, split: str) -> str:
-    cfg = corpus.cfg
     if corpus.whole:
-        return f"the data {source_name(cfg)} has no text to evaluate"
-    if isinstance(cfg.path, dict):
-        return f"data.path.{split}={cfg.path[split]} has no text"
-    return f"the corpus {source_name(cfg)} has no text in its {split} split"
+        return f"the data {corpus.source.display_name} has no text to evaluate"
+    return corpus.source.no_text(split)

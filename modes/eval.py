@@ -2,9 +2,10 @@
 
 Without data on the command line, each checkpoint is scored on its own run's split
 (``data.split``: validation or test). With data on it (``data=...``, ``data.path=...``,
-``data.name=...``: where text comes from), all of that text is scored, nothing carved off.
-A decoder reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``;
-an encoder's masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
+``data.name=...``: where text comes from), all of that text is scored, nothing carved off
+(which data that is, and its counts, are the data layer's: ``data.evaluation``). A decoder
+reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``; an encoder's
+masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
 
 Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
 beside the checkpoint (or in the sweep directory); running the same evaluation again
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,9 @@ import lightning as L
 
 from common.files import stable_hash, write_text_atomically
 from conf.schema import Settings
-from data.collate import IGNORE_INDEX
 from data.config import DataConfig
-from data.corpus import corpus_key, source_name, whole_key
-from data.datamodule import prepared_datamodule
-from data.examples import StridedWindows, check_stride
+from data.evaluation import data_to_evaluate
+from data.examples import check_stride
 from modes.report import format_value, markdown_table, natural_key, read_metrics
 from modes.summary import (
     REPLICATE_KEY,
@@ -56,9 +54,6 @@ COLUMNS = (
 METRICS = ("loss", "ppl", "bpc", "acc")
 # What makes two records the same evaluation: a re-run replaces the record that matches.
 IDENTITY = ("checkpoint", "data", "data_fingerprint", "split", "stride", "mask_seed")
-# The data.* keys that say where text comes from: on an eval command line they name the
-# text to score, whole.
-SOURCE_KEYS = ("source", "path", "name", "config_name", "text_column", "example_unit")
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
@@ -121,36 +116,19 @@ def evaluate_checkpoint(
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)
-    data_config, whole = _data_to_evaluate(DataConfig(**hparams["data_config"]), settings)
-    split = data_config.split
-    datamodule = prepared_datamodule(
-        data_config,
+    data = data_to_evaluate(DataConfig(**hparams["data_config"]), settings.data, settings.overrides)
+    datamodule, text = data.prepare(
         arch,
         window,
         seed=settings.job.seed,  # the encoder's masks: fixed by the seed, not by chance
-        stage="validate" if split == "validation" else "test",
         tokenizer_json=hparams["tokenizer_json"],
-        whole=whole,
-        eval_stride=stride,
+        stride=stride,
     )
-    dataset = datamodule.dataset(split)
-    store = datamodule.prepared.stores[split]
-    characters, tokens = store.chars, len(store.tokens)
-    if len(dataset) == 0:
-        raise ValueError(
-            f"the data {source_name(data_config)} has {tokens} tokens, too few to fill one window "
-            f"of max_seq_len + 1 = {window + 1} tokens; give more text"
-        )
-    if isinstance(dataset, StridedWindows):
-        scored = dataset.num_scored
-    else:  # the encoder scores its masked tokens: count them as the loader draws them
-        loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
-        scored = sum(int((batch["labels"] != IGNORE_INDEX).sum()) for batch in loader)
     # bpc divides by the characters per token of the text scored, not of the training run.
     task = task_from_hparams(hparams, chars_per_token=datamodule.chars_per_token)
     task.load_state_dict(checkpoint["state_dict"])
     trainer = evaluation_trainer(settings, callbacks)
-    if split == "validation":
+    if text.split == "validation":
         results = trainer.validate(task, datamodule=datamodule, verbose=False)[0]
         stage = "val"
     else:
@@ -161,34 +139,16 @@ def evaluate_checkpoint(
         "checkpoint": str(ckpt.resolve()),
         "step": int(checkpoint.get("global_step", 0)),
         "arch": arch,
-        "data": source_name(data_config),
-        "data_fingerprint": whole_key(data_config) if whole else corpus_key(data_config),
-        "split": "all" if whole and data_config.source != "hub" else split,
+        "data": text.data,
+        "data_fingerprint": text.fingerprint,
+        "split": text.label,
         "stride": stride,
         "mask_seed": settings.job.seed if arch == "encoder" else None,
-        "tokens": tokens,
-        "tokens_scored": scored,
-        "characters": characters,
+        "tokens": text.tokens,
+        "tokens_scored": text.tokens_scored,
+        "characters": text.characters,
         **metrics,
     }
-
-
-def _data_to_evaluate(trained: DataConfig, settings: Settings) -> tuple[DataConfig, bool]:
-    """The data to score, and whether to score it whole.
-
-    The run's own split, unless the command line says where text comes from (``data=...``
-    or a ``data.*`` source key): then that text, whole. Other ``data.*`` keys on the command
-    line (``data.split`` always) change the run's data config.
-    """
-    if "data" in settings.overrides:
-        return settings.data, True
-    asked = [k.removeprefix("data.") for k in settings.overrides if k.startswith("data.")]
-    changed = {key: getattr(settings.data, key) for key in asked}
-    if "path" in changed and "source" not in changed:
-        changed["source"] = "files"  # data.path=FILE alone means that file
-    return replace(trained, **{"split": settings.data.split, **changed}), any(
-        key in SOURCE_KEYS for key in asked
-    )
 
 
 def _stride(stride: int | None, arch: str, window: int) -> int | None:

@@ -1,304 +1,24 @@
-"""The data pipeline: sources, tokenizers, caching, packing, MLM masking, resumable loading."""
+"""The data module: packed decoder blocks, MLM masking and encoder batches, the cache,
+resumable loading."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import random
-import socket
 from pathlib import Path
 
-import datasets
 import lightning as L
 import numpy as np
-import pandas as pd
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from lightning.pytorch.callbacks import ModelCheckpoint
-from omegaconf import OmegaConf
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 import data.tokenize
 import data.tokenizer
 from data.collate import IGNORE_INDEX, MLMCollator
-from data.config import DataConfig
-from data.corpus import Corpus, split_units
 from data.datamodule import LMDataModule
 from data.sampler import ResumableDataLoader, ResumableSampler
-from data.sources import builtin_documents
-from data.tokenizer import (
-    EOS_TOKEN,
-    SpecialTokens,
-    load_tokenizer,
-    save_tokenizer,
-    special_tokens_of,
-    tokenizer_from_json,
-    train_tokenizer,
-)
-
-CONF_DATA = Path(__file__).resolve().parents[1] / "conf" / "data"
-WORDS = [
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "sat",
-    "on",
-    "mat",
-    "ran",
-    "far",
-    "away",
-    "quickly",
-    "slowly",
-    "big",
-    "small",
-    "red",
-    "green",
-]
-
-
-def make_paragraphs(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        f"Paragraph {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 30))) + "."
-        for i in range(n)
-    ]
-
-
-def write_source(directory: Path, fmt: str, paragraphs: list[str], column: str) -> Path:
-    """One file of `fmt` holding `paragraphs` (txt: separated by blank lines)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"corpus.{fmt}"
-    frame = pd.DataFrame({column: paragraphs, "other": range(len(paragraphs))})
-    if fmt == "txt":
-        path.write_text("\n\n".join(paragraphs) + "\n")
-    elif fmt == "jsonl":
-        frame.to_json(path, orient="records", lines=True)
-    elif fmt == "json":
-        path.write_text(json.dumps(frame.to_dict(orient="records")))
-    elif fmt == "csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_parquet(path)
-    return path
-
-
-def load_corpus(cfg: DataConfig, whole: bool = False) -> dict[str, list[str]]:
-    """Every split's examples, in order, read from the source."""
-    corpus = Corpus(cfg, whole)
-    texts: dict[str, list[str]] = {split: [] for split in corpus.splits}
-    for split, batch in corpus.batches():
-        texts[split] += batch
-    return texts
-
-
-def all_texts(corpus: dict[str, list[str]]) -> list[str]:
-    return [text for texts in corpus.values() for text in texts]
-
-
-def small_cfg(tmp_path: Path, **overrides) -> DataConfig:
-    """A small txt corpus (60 paragraphs) with a small tokenizer, cached under tmp_path."""
-    path = tmp_path / "src" / "corpus.txt"
-    if not path.exists():
-        write_source(path.parent, "txt", make_paragraphs(60), "text")
-    settings = {
-        "source": "files",
-        "path": str(path),
-        "vocab_size": 300,
-        "batch_size": 4,
-        "cache_dir": str(tmp_path / "cache"),
-        "val_fraction": 0.1,
-        "test_fraction": 0.1,
-    }
-    return DataConfig(**{**settings, **overrides})
-
-
-def ready(cfg: DataConfig, arch: str = "decoder", max_seq_len: int = 16, **kw) -> LMDataModule:
-    dm = LMDataModule(cfg, arch=arch, max_seq_len=max_seq_len, seed=7, **kw)
-    dm.prepare_data()
-    dm.setup("fit")
-    return dm
-
-
-# ----------------------------------------------------------------------------- sources
-
-
-@pytest.mark.parametrize("fmt", ["txt", "jsonl", "json", "csv", "parquet"])
-def test_each_file_format_loads_every_example_once(tmp_path: Path, fmt: str) -> None:
-    paragraphs = make_paragraphs(40)
-    column = "text" if fmt == "txt" else "body"  # a configurable column, not just "text"
-    path = write_source(tmp_path / "src", fmt, paragraphs, column)
-    cfg = DataConfig(source="files", path=str(path), text_column=column, cache_dir=str(tmp_path))
-    corpus = load_corpus(cfg)
-    assert set(corpus) == {"train", "validation", "test"}
-    assert all(len(corpus[s]) > 0 for s in corpus)
-    assert sorted(all_texts(corpus)) == sorted(paragraphs)
-
-
-@pytest.mark.parametrize("pattern", ["dir", "glob"])
-def test_directory_and_glob_read_all_files(tmp_path: Path, pattern: str) -> None:
-    first, second = make_paragraphs(20, seed=1), make_paragraphs(20, seed=2)
-    write_source(tmp_path / "src" / "a", "jsonl", first, "text")
-    write_source(tmp_path / "src" / "b", "jsonl", second, "text")
-    (tmp_path / "src" / "notes.md").write_text("not data")  # ignored: not a data file type
-    path = tmp_path / "src" if pattern == "dir" else tmp_path / "src" / "*" / "*.jsonl"
-    corpus = load_corpus(DataConfig(source="files", path=str(path), cache_dir=str(tmp_path)))
-    assert sorted(all_texts(corpus)) == sorted(first + second)
-
-
-def test_example_unit_line_cuts_lines(tmp_path: Path) -> None:
-    path = tmp_path / "poem.txt"
-    lines = [f"line {i} of the poem" for i in range(30)]
-    path.write_text("\n".join(lines[:15]) + "\n\n" + "\n".join(lines[15:]) + "\n")
-    for unit, expected in [("line", sorted(lines)), ("paragraph", None)]:
-        cfg = DataConfig(source="files", path=str(path), example_unit=unit, cache_dir=str(tmp_path))
-        if expected is None:  # two paragraphs cannot be carved into three splits
-            with pytest.raises(ValueError, match="too few"):
-                load_corpus(cfg)
-        else:
-            assert sorted(all_texts(load_corpus(cfg))) == expected
-
-
-def test_builtin_corpus_loads_offline_and_splits_deterministically(tmp_path: Path) -> None:
-    corpus = load_corpus(DataConfig(cache_dir=str(tmp_path / "one")))
-    again = load_corpus(DataConfig(cache_dir=str(tmp_path / "two")))
-    assert Corpus(DataConfig(cache_dir="one")).key == Corpus(DataConfig(cache_dir="two")).key
-    assert corpus == again
-    texts = all_texts(corpus)
-    paragraphs = split_units({"text": builtin_documents()}, "paragraph")["text"]
-    assert sorted(texts) == sorted(paragraphs) and sum(map(len, texts)) > 400_000
-    assert len(corpus["validation"]) == round(len(texts) * 0.05)
-    for split_texts in corpus.values():  # each split keeps the source's order
-        remaining = iter(paragraphs)
-        assert all(text in remaining for text in split_texts)
-    other = load_corpus(DataConfig(cache_dir=str(tmp_path / "three"), split_seed=99))
-    assert other["validation"] != corpus["validation"]
-
-
-@pytest.mark.parametrize("switch", ["env", "library"])
-def test_hub_offline_fails_fast_naming_dataset_and_local_route(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, switch: str
-) -> None:
-    if switch == "env":  # set after import: datasets itself would not notice
-        monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-        monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
-    else:  # set before import: datasets tries its cache, and fails
-        monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    cfg = DataConfig(**{**_composed_data("wikitext2"), "cache_dir": str(tmp_path)})
-    # Fast means before any connection is tried (no timeouts, no retries): every one is
-    # recorded and refused.
-    attempts: list[object] = []
-
-    def no_network(sock: socket.socket, address: object) -> None:
-        attempts.append(address)
-        raise OSError("no network in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", no_network)
-    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
-    with pytest.raises(ConnectionError, match=r"Salesforce/wikitext.*data=text data\.path="):
-        load_corpus(cfg)
-    assert attempts == []
-
-
-def test_hub_tokenizer_name_offline_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ConnectionError, match="openai-community/gpt2.*tokenizer.json"):
-        load_tokenizer("openai-community/gpt2")
-
-
-def _composed_data(name: str) -> dict:
-    """The `data` group as Hydra composes it (the other data configs extend builtin.yaml)."""
-    with initialize_config_dir(config_dir=str(CONF_DATA.parent), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"data={name}"])
-    return OmegaConf.to_container(cfg.data, resolve=True)
-
-
-def test_data_yamls_list_exactly_the_config_fields() -> None:
-    fields = {f.name for f in dataclasses.fields(DataConfig)}
-    files = sorted(CONF_DATA.glob("*.yaml"))
-    assert {f.stem for f in files} >= {"builtin", "text", "wikitext2", "tinystories"}
-    for file in files:
-        settings = _composed_data(file.stem)
-        assert set(settings) == fields, file.name
-        if settings["source"] == "files":
-            settings["path"] = "corpus.txt"
-        DataConfig(**settings)
-
-
-# ----------------------------------------------------------------------------- tokenizers
-
-SAMPLE = "The cat sat on the mat.\n    Indented code: x = f(y, z)  # note\nEnd!"
-
-
-@pytest.fixture(scope="module")
-def trained() -> dict[str, Tokenizer]:
-    texts = [SAMPLE, *make_paragraphs(200)]
-    return {kind: train_tokenizer(kind, [texts], 400) for kind in ("bpe", "wordpiece", "char")}
-
-
-def test_bpe_round_trips_any_text(trained: dict[str, Tokenizer]) -> None:
-    bpe = trained["bpe"]
-    for text in [SAMPLE, "naïve café — 😀 unseen\r\n\ttabs  and  spaces "]:
-        assert bpe.decode(bpe.encode(text).ids) == text
-
-
-def test_char_round_trips_seen_characters_and_marks_unseen(trained: dict[str, Tokenizer]) -> None:
-    char = trained["char"]
-    assert char.decode(char.encode(SAMPLE).ids) == SAMPLE
-    assert len(char.encode(SAMPLE).ids) == len(SAMPLE)  # one token per character
-    assert char.encode("cat€").ids[-1] == char.token_to_id("[UNK]")
-
-
-def test_wordpiece_round_trips_up_to_whitespace(trained: dict[str, Tokenizer]) -> None:
-    wordpiece = trained["wordpiece"]
-    decoded = wordpiece.decode(wordpiece.encode(SAMPLE).ids)
-    assert "".join(decoded.split()) == "".join(SAMPLE.split())
-    assert decoded != SAMPLE  # lossy in spacing, as documented
-
-
-@pytest.mark.parametrize("kind", ["bpe", "wordpiece", "char"])
-def test_every_kind_has_the_tokens_both_architectures_need(
-    trained: dict[str, Tokenizer], kind: str
-) -> None:
-    specials = special_tokens_of(trained[kind])
-    expected_eos = "[SEP]" if kind == "wordpiece" else EOS_TOKEN
-    assert (specials.pad, specials.eos, specials.cls, specials.sep, specials.mask) == (
-        "[PAD]",
-        expected_eos,
-        "[CLS]",
-        "[SEP]",
-        "[MASK]",
-    )
-    ids = [specials.pad_id, specials.cls_id, specials.sep_id, specials.mask_id]
-    assert len(set(ids)) == 4 and set(ids) <= set(specials.all_ids)
-
-
-def test_tokenizer_json_save_and_rebuild(trained: dict[str, Tokenizer], tmp_path: Path) -> None:
-    bpe = trained["bpe"]
-    rebuilt = tokenizer_from_json(bpe.to_str())
-    assert rebuilt.encode(SAMPLE).ids == bpe.encode(SAMPLE).ids
-    path = save_tokenizer(bpe, tmp_path / "run")
-    assert path == tmp_path / "run" / "tokenizer.json"
-    assert load_tokenizer(str(path)).encode(SAMPLE).ids == bpe.encode(SAMPLE).ids
-    assert load_tokenizer(str(tmp_path / "run")).get_vocab_size() == bpe.get_vocab_size()
-
-
-def test_loaded_tokenizer_gets_missing_roles(tmp_path: Path) -> None:
-    # GPT-2 style: a byte-level BPE with <|endoftext|> only.
-    bare = Tokenizer(models.BPE())
-    bare.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bare.decoder = decoders.ByteLevel()
-    bare.add_special_tokens([EOS_TOKEN])
-    with pytest.raises(ValueError, match="no pad token"):
-        tokenizer_from_json(bare.to_str())
-    bare.save(str(tmp_path / "tokenizer.json"))
-    loaded = load_tokenizer(str(tmp_path / "tokenizer.json"))
-    specials = special_tokens_of(loaded)
-    assert specials.eos_id == bare.token_to_id(EOS_TOKEN)
-    assert {specials.pad, specials.mask, specials.cls} == {"[PAD]", "[MASK]", "[CLS]"}
-
+from data.tokenizer import SpecialTokens
+from tests.corpora import load_corpus, ready, small_cfg
 
 # ----------------------------------------------------------------------------- packing
 
@@ -444,7 +164,7 @@ def test_second_preparation_does_no_work_and_changes_invalidate(
 
     ready(dataclasses.replace(cfg, vocab_size=320))  # another tokenizer: retrain, retokenize
     assert calls == {"build": 2, "train": 2}
-    path = Path(cfg.path or "")
+    path = Path(cfg.path["train"])
     path.write_text(path.read_text() + "\n\nOne more paragraph about a cat.\n")
     ready(cfg)  # another corpus: new split, new tokenizer, new tokens
     assert calls == {"build": 3, "train": 3}
@@ -566,48 +286,6 @@ def test_lightning_resume_continues_at_the_same_batch(tmp_path: Path) -> None:
     assert first + rest == full
 
 
-# ----------------------------------------------------------------------------- bad input
-
-
-@pytest.mark.parametrize(
-    ("settings", "error", "message"),
-    [
-        ({"batch_size": 0}, ValueError, r"data.batch_size=0 must be an integer >= 1"),
-        ({"source": "web"}, ValueError, r"data.source='web'.*\['builtin', 'files', 'hub'\]"),
-        ({"tokenizer": "bpee"}, ValueError, r"data.tokenizer='bpee'.*\['bpe', 'wordpiece', 'char'"),
-        ({"tokenizer": "/no/such/tokenizer.json"}, FileNotFoundError, r"/no/such/tokenizer.json"),
-        ({"source": "files"}, ValueError, r"data.path is required"),
-        # A config file's typo gets a did-you-mean from parse_settings (test_reliability).
-        ({"vocab_szie": 10}, TypeError, r"unexpected keyword argument 'vocab_szie'"),
-        ({"example_unit": "word"}, ValueError, r"example_unit='word'.*'paragraph'"),
-        ({"val_fraction": 0.7}, ValueError, r"val_fraction=0.7"),
-    ],
-)
-def test_bad_config_is_rejected_on_creation(settings: dict, error: type, message: str) -> None:
-    with pytest.raises(error, match=message):
-        DataConfig(**settings)
-
-
-def test_bad_files_are_rejected_before_any_work(tmp_path: Path) -> None:
-    def prepare(**settings) -> None:
-        ready(DataConfig(source="files", cache_dir=str(tmp_path / "cache"), **settings))
-
-    with pytest.raises(FileNotFoundError, match="no such file"):
-        prepare(path=str(tmp_path / "missing.txt"))
-    with pytest.raises(FileNotFoundError, match="matches no data files"):
-        prepare(path=str(tmp_path / "*.parquet"))
-    (tmp_path / "empty.txt").write_text("\n  \n\n")
-    with pytest.raises(ValueError, match="has no text"):
-        prepare(path=str(tmp_path / "empty.txt"))
-    table = write_source(tmp_path / "t", "csv", make_paragraphs(10), "body")
-    with pytest.raises(ValueError, match=r"text_column='text'.*\['body', 'other'\]"):
-        prepare(path=str(table))
-    (tmp_path / "notes.md").write_text("# notes")
-    with pytest.raises(ValueError, match="unsupported file type"):
-        prepare(path=str(tmp_path / "notes.md"))
-    assert not (tmp_path / "cache" / "tokenizers").exists()  # nothing was trained
-
-
 def test_unknown_architecture_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"arch='gpt'.*\['decoder', 'encoder'\]"):
         LMDataModule(small_cfg(tmp_path), arch="gpt", max_seq_len=16)
@@ -623,11 +301,3 @@ def test_overfit_batches_gets_a_plain_sequential_loader(tmp_path: Path) -> None:
     trainer.fit(model, datamodule=dm)
     first_two = [int(dm.dataset("train")[i][0]) for i in range(8)]  # batch_size 4
     assert model.seen == first_two + first_two  # the same two batches, in order, twice
-
-
-def test_a_malformed_file_is_one_error_naming_it(tmp_path: Path) -> None:
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"text": "fine"}\n{"text": broken\n')
-    cfg = DataConfig(source="files", path=str(path), cache_dir=str(tmp_path / "cache"))
-    with pytest.raises(ValueError, match=r"cannot read data\.path='?.*bad\.jsonl'?: .*JSON"):
-        load_corpus(cfg)

@@ -212,4 +212,4 @@ def test_data_path_mapping_gives_fixed_splits(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"use the keys train, validation, test"):
         DataConfig(source="files", path={"train": paths["train"], "dev": paths["test"]})
     with pytest.raises(ValueError, match=r"train and validation required"):
-        DataConfig(source="files", path={"train": paths["train"]})
+        DataConfig(source="files", path={"train": paths["train"], "test": paths["test"]})

@@ -23,7 +23,7 @@ from data.store import (
     open_store,
     token_dtype,
 )
-from tests.test_data import small_cfg
+from tests.corpora import small_cfg
 
 
 def test_join_documents_puts_eos_after_each_document() -> None:
@@ -86,7 +86,7 @@ def test_cache_keeps_only_the_tokenizer_and_the_store(tmp_path: Path) -> None:
     prepare(cfg, "decoder")
     cache = Path(cfg.cache_dir or "")
     assert sorted(p.name for p in cache.iterdir()) == ["prepare.lock", "tokenizers", "tokens"]
-    text_bytes = Path(str(cfg.path)).stat().st_size
+    text_bytes = Path(cfg.path["train"]).stat().st_size
     store_bytes = sum(p.stat().st_size for p in (cache / "tokens").rglob("*") if p.is_file())
     assert store_bytes < 1.5 * text_bytes
 
