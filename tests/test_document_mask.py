@@ -26,7 +26,7 @@ from models.config import ModelConfig
 from models.positions import document_layout
 from models.transformer import Decoder
 from tests.conftest import TINY, train_py
-from tests.test_data import ready, small_cfg
+from tests.corpora import ready, small_cfg
 
 VOCAB = 37
 EOS = 0  # the documents below draw their tokens from 1..VOCAB-1
