@@ -252,7 +252,8 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything one job needs to know, validated; built once by ``settings_from_tree``.
+    """Everything one job needs to know, validated; built once by ``parse_settings``
+    (``conf/hydra_runtime.py``).
 
     ``model.vocab_size`` and ``model.pad_token_id`` are None here: the tokenizer decides them.
     ``overrides`` are this job's ``key=value`` command-line overrides (under a multirun, the
