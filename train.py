@@ -20,7 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 import modes
-from conf.schema import job_overrides, parse_settings, sweep_dir
+from conf.hydra_runtime import job_overrides, parse_settings, sweep_dir
 
 # Quiet, offline-safe defaults; the environment can still override each one.
 os.environ.setdefault("WANDB_SILENT", "true")

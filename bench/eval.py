@@ -40,7 +40,7 @@ def _compose(*overrides: str):
 
 def _evaluate(ckpt: Path, data: Path, stride: int, out: Path) -> tuple[dict, float]:
     import modes.eval
-    from conf.schema import parse_settings
+    from conf.hydra_runtime import parse_settings
 
     overrides = [f"data.path={data}", f"eval.stride={stride}"]
     cfg = _compose("mode=eval", f"ckpt_path={ckpt}", f"output_dir={out}", *overrides)

@@ -3,22 +3,19 @@
 Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
 ``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
 ``logger``, ``optim``, ``eval``, ``export`` and the top-level keys (``JobConfig``) onto the
-classes below. ``parse_settings`` builds them all before any data is touched, so a typo costs
-seconds, not a tokenization run. Nothing here reads files: holding settings against a
-checkpoint is the training layer's job (``training/checkpoint.py``), checking data files the
-data layer's.
+classes below. ``settings_from_tree`` builds them all before any data is touched, so a typo
+costs seconds, not a tokenization run. Nothing here reads files or Hydra's runtime state (the
+job's overrides and sweep: ``conf/hydra_runtime.py``), so the training layer imports these
+classes without Hydra: holding settings against a checkpoint is its job
+(``training/checkpoint.py``), checking data files the data layer's.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
 
 from data.config import DataConfig
 from models.config import ModelConfig, check_field_types, from_mapping
@@ -255,7 +252,8 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything one job needs to know, validated; built once by ``parse_settings``.
+    """Everything one job needs to know, validated; built once by ``parse_settings``
+    (``conf/hydra_runtime.py``).
 
     ``model.vocab_size`` and ``model.pad_token_id`` are None here: the tokenizer decides them.
     ``overrides`` are this job's ``key=value`` command-line overrides (under a multirun, the
@@ -289,66 +287,11 @@ class Settings:
         return {"job": asdict(self.job), **{name: asdict(getattr(self, name)) for name in GROUPS}}
 
 
-def parse_settings(cfg: DictConfig) -> Settings:
-    """Validate every config group before any data is touched."""
-    values = OmegaConf.to_container(cfg, resolve=True)
-    top = {k: v for k, v in values.items() if k not in GROUPS and k != "hydra"}
-    groups = {name: from_mapping(cls, values[name], f"{name}.") for name, cls in GROUPS.items()}
-    return Settings(
-        job=from_mapping(JobConfig, top, ""),
-        **groups,
-        overrides=job_overrides(),
-        sweep_dir=sweep_dir(),
-        job_num=int(HydraConfig.get().job.get("num") or 0) if HydraConfig.initialized() else 0,
-        parallel_jobs=parallel_jobs(),
-        swept=tuple(swept_keys()),
-    )
-
-
-def job_overrides() -> dict[str, str]:
-    """This job's ``key=value`` overrides (the swept values under a multirun), without the
-    ``+``/``~`` prefixes; empty outside a Hydra run (``compose()`` records none)."""
-    if not HydraConfig.initialized():
-        return {}
-    pairs = (o.split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
-    return {k.lstrip("+~"): v for k, v in pairs}
-
-
-def swept_keys() -> list[str]:
-    """The keys this job's multirun sweeps (``model.dropout=0.0,0.1``), from the
-    ``multirun.yaml`` Hydra writes at the sweep's start; empty for a single run."""
-    directory = sweep_dir()
-    record = directory / "multirun.yaml" if directory else None
-    if record is None or not record.is_file():
-        return []
-    command_line = list(OmegaConf.load(record).hydra.overrides.task)
-    parsed = OverridesParser.create().parse_overrides(command_line)
-    return [o.key_or_group for o in parsed if o.is_sweep_override()]
-
-
-def sweep_dir() -> Path | None:
-    """The multirun's sweep directory, or None for a single run."""
-    if not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
-        return None
-    return Path(HydraConfig.get().sweep.dir)
-
-
-def parallel_jobs(launcher: DictConfig | None = None) -> int:
-    """Jobs a parallel launcher (Hydra's joblib plugin: ``hydra.launcher.n_jobs``) runs at once
-    here, as joblib counts them (-1 = one per core); 1 for the sequential launchers. ``launcher``
-    defaults to this job's ``hydra.launcher``."""
-    if launcher is None:
-        if not HydraConfig.initialized():
-            return 1
-        launcher = HydraConfig.get().launcher
-    n_jobs = launcher.get("n_jobs")
-    if n_jobs is None:
-        return 1
-    cores = os.cpu_count() or 1
-    jobs = cores + 1 + n_jobs if n_jobs < 0 else n_jobs
-    if n_jobs == 0 or jobs < 1:
-        raise ValueError(
-            f"hydra.launcher.n_jobs={n_jobs} runs no job on this {cores}-core machine; give "
-            "the number of jobs to run at once, e.g. hydra.launcher.n_jobs=2 (-1: one per core)"
-        )
-    return jobs
+def settings_from_tree(tree: Mapping[str, Any], **context: Any) -> Settings:
+    """Validate every config group of ``tree`` (the resolved config as plain types) before any
+    data is touched; ``context`` holds the job's fields of ``Settings`` beyond the groups
+    (overrides, sweep_dir, job_num, parallel_jobs, swept), which Hydra's runtime knows
+    (``conf.hydra_runtime.parse_settings``)."""
+    top = {k: v for k, v in tree.items() if k not in GROUPS and k != "hydra"}
+    groups = {name: from_mapping(cls, tree[name], f"{name}.") for name, cls in GROUPS.items()}
+    return Settings(job=from_mapping(JobConfig, top, ""), **groups, **context)

@@ -15,7 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from conf.schema import parallel_jobs
+from conf.hydra_runtime import parallel_jobs
 
 
 class SweepSummary(Callback):
@@ -35,7 +35,7 @@ class SweepSummary(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from modes.summary import write_sweep_summary  # matplotlib: only when a sweep ends
+        from modes.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
 
         for path in write_sweep_summary(Path(config.hydra.sweep.dir)):
             print(f"tinylm: wrote {path}")

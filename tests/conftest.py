@@ -33,6 +33,8 @@ TINY = [
     "optim.lr=3e-3",
     "max_new_tokens=10",
 ]
+# Dropout on, so that resuming exactly needs the RNG states too.
+RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24", "trainer.val_check_interval=8"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -85,6 +87,17 @@ def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
         )
         found[arch] = out / "checkpoints" / "last.ckpt"
     return found
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny decoder run (16 steps, TINY's context of 32 tokens); returns its
+    checkpoints/last.ckpt."""
+    from train import run
+
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    run(compose_config(f"output_dir={out}", "trainer.max_steps=16", "trainer.val_check_interval=8"))
+    return out / "checkpoints" / "last.ckpt"
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import modes.eval
-from conf.schema import parse_settings
+from conf.hydra_runtime import parse_settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from tests.conftest import TINY, compose_config, train_py
 from train import run

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import modes.eval
-from conf.schema import parse_settings
+from conf.hydra_runtime import parse_settings
 from data.collate import IGNORE_INDEX, MLMCollator
 from data.config import DataConfig
 from data.corpus import corpus_key, whole_key

@@ -17,8 +17,10 @@ import pytest
 import torch
 
 from modes import SweepConflict
+from modes.plots import heatmap_cells, mean_curve
 from modes.report import write_metrics
-from modes.summary import group_runs, heatmap_cells, mean_curve, write_sweep_summary
+from modes.summary import group_runs
+from modes.sweep_summary import write_sweep_summary
 from tests.conftest import TINY, train_py
 from tests.faults import SignalAtStep
 from train import run

@@ -1,0 +1,130 @@
+"""The figures of a sweep summary: the validation-loss heatmap and the validation curves.
+
+The one part of the summary that needs matplotlib, apart from the grouping and statistics
+(``modes/summary.py``) so that what only groups runs (``mode=eval`` over a sweep) never loads it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from modes.report import natural_key  # noqa: E402
+from modes.summary import (  # noqa: E402
+    Configuration,
+    best_configuration,
+    difference_from_best,
+    mean_pm_std,
+)
+
+
+def heatmap_cells(
+    configs: Sequence[Configuration], keys: Sequence[str]
+) -> tuple[list[str], list[str], list[list[Configuration | None]]]:
+    """(row values, column values, the configuration drawn in each cell) over the first two
+    keys; with more keys a cell shows the configuration with the lowest mean among its own."""
+    row_key, col_key = keys[0], (keys[1] if len(keys) > 1 else None)
+    row_values = sorted({c.values[row_key] for c in configs}, key=natural_key)
+    col_values = sorted({c.values[col_key] for c in configs}, key=natural_key) if col_key else [""]
+    cells: list[list[Configuration | None]] = [[None] * len(col_values) for _ in row_values]
+    for config in configs:
+        i = row_values.index(config.values[row_key])
+        j = col_values.index(config.values[col_key]) if col_key else 0
+        current = cells[i][j]
+        if current is None or (
+            config.mean is not None and (current.mean is None or config.mean < current.mean)
+        ):
+            cells[i][j] = config
+    return row_values, col_values, cells
+
+
+def plot_heatmap(configs: Sequence[Configuration], keys: Sequence[str], out_path: Path) -> Path:
+    """Mean best validation loss per cell with its spread; failed cells hatched. The colour
+    range is never narrower than four standard deviations, so noise does not look like a
+    result; cells worse than the best beyond two standard errors are starred."""
+    row_values, col_values, cells = heatmap_cells(configs, keys)
+    ranked = [c for c in configs if c.mean is not None]
+    best = best_configuration(configs)
+    grid = [[math.nan if c is None or c.mean is None else c.mean for c in row] for row in cells]
+    stds = [c.std for c in ranked if c.std is not None]
+    low = best.mean if best else 0.0
+    high = max((c.mean for c in ranked), default=low)
+    high = max(high, low + 4 * max(stds, default=0.0), low + 1e-6)
+    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(col_values), 1.6 + 0.9 * len(row_values)))
+    image = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=low, vmax=high)
+    fig.colorbar(image, ax=ax, label="best validation loss (mean over seeds)")
+    ax.set_xticks(range(len(col_values)), col_values)
+    ax.set_yticks(range(len(row_values)), row_values)
+    ax.set_xlabel(keys[1] if len(keys) > 1 else "")
+    ax.set_ylabel(keys[0])
+    for i, row in enumerate(cells):
+        for j, config in enumerate(row):
+            if config is None:
+                text, light = "-", True
+            elif config.mean is None:
+                text, light = "failed", True
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="xx", lw=0))
+            else:
+                _, exceeds = difference_from_best(config, best)
+                text = mean_pm_std(config).replace(" ± ", "\n± ") + ("*" if exceeds else "")
+                if config.failed:
+                    text += f"\n({config.failed} failed)"
+                # Dark text on the light (low-loss) end of the colour map, white on the dark.
+                light = config.mean - low <= 0.5 * (high - low)
+            color = "black" if light else "white"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
+    counts = sorted({c.n for c in configs})
+    caption = (
+        f"n = {counts[0]}" if len(counts) == 1 else f"n = {counts[0]}–{counts[-1]}"
+    ) + " runs per cell; * worse than the best beyond 2 standard errors"
+    if not stds:
+        caption = f"n = {max(counts, default=0)} per cell: no spread, differences not judged"
+    ax.set_title(f"validation loss\n{caption}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+def mean_curve(config: Configuration) -> tuple[list[int], list[float], list[float], list[float]]:
+    """(steps, mean, low, high) of the validation loss at the steps every completed run of
+    ``config`` evaluated; low/high are the min and max over its runs."""
+    curves = [dict(map(tuple, r["val_curve"])) for r in config.completed if r.get("val_curve")]
+    if not curves:
+        return [], [], [], []
+    steps = sorted(set.intersection(*(set(c) for c in curves)))
+    values = [[c[s] for c in curves] for s in steps]
+    return (
+        steps,
+        [statistics.fmean(v) for v in values],
+        [min(v) for v in values],
+        [max(v) for v in values],
+    )
+
+
+def plot_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
+    """Validation loss against step: one line per configuration (mean over its runs), the
+    band between its best and worst run."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for config in configs:
+        steps, mean, low, high = mean_curve(config)
+        if not steps:
+            continue
+        (line,) = ax.plot(steps, mean, label=f"{config.label()} (n={config.n})")
+        if config.n > 1:
+            ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation loss")
+    ax.set_title("validation loss (mean over seeds; band: min to max)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path

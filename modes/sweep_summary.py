@@ -1,0 +1,104 @@
+"""The summary files of a sweep directory, written at the end of every multirun.
+
+Every run directory of a sweep holds a ``metrics.json``; this module reads them alone, so a
+summary can be rebuilt at any time. Runs are grouped by configuration with seeds as replicates
+(``modes/summary.py``, which says how differences are judged).
+
+Writes ``summary.md`` (configurations, then runs), ``summary.csv`` (configurations),
+``runs.csv`` (runs), ``heatmap_val_loss.png`` and ``curves_val_loss.png`` (``modes/plots.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from common.files import write_text_atomically
+from modes.plots import plot_curves, plot_heatmap
+from modes.report import collect_runs, format_value, markdown_table
+from modes.summary import (
+    MEANS,
+    REPLICATE_KEY,
+    Configuration,
+    configuration_rows,
+    configuration_table,
+    group_runs,
+    swept_keys,
+)
+
+# The columns of runs.csv after the swept keys: these two even when not swept, then results.
+_FIXED_KEYS = ("model.num_heads", "model.dropout")
+_RUN_COLUMNS = ("params", "best_val_loss", "val_ppl", "val_acc", "tokens_per_sec", "status")
+
+
+def write_sweep_summary(sweep_dir: Path) -> list[Path]:
+    """The summary files of ``sweep_dir`` (see the module docstring); the paths written."""
+    sweep_dir = Path(sweep_dir)
+    runs = collect_runs(sweep_dir)
+    if not runs:
+        return []
+    keys = swept_keys(runs)
+    config_keys = [k for k in keys if k != REPLICATE_KEY]
+    configs = group_runs(runs, config_keys)
+    rows = configuration_rows(configs)
+    run_columns = ["run", *keys, *(c for c in _FIXED_KEYS if c not in keys), *_RUN_COLUMNS]
+    run_columns.append("error")
+    run_rows = [{c: format_value(_run_value(run, c)) for c in run_columns} for run in runs]
+    numbers = ["best_val_loss_mean", "best_val_loss_std", "vs_best", "exceeds_2se"]
+    written = [
+        _write_csv(
+            sweep_dir / "summary.csv",
+            [*config_keys, "n", "failed", *numbers, *MEANS],
+            rows,
+        ),
+        _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
+    ]
+    markdown = (
+        f"# Sweep {sweep_dir}\n\n{_explanation(configs, rows, len(runs))}\n\n"
+        "## Configurations\n\n"
+        + configuration_table(configs, rows, MEANS)
+        + "\n## Runs\n\n"
+        + markdown_table(run_columns, run_rows)
+    )
+    written.append(write_text_atomically(sweep_dir / "summary.md", markdown))
+    if config_keys:
+        written.append(plot_heatmap(configs, config_keys, sweep_dir / "heatmap_val_loss.png"))
+    if any(r.get("val_curve") for r in runs):
+        written.append(plot_curves(configs, sweep_dir / "curves_val_loss.png"))
+    return written
+
+
+def _explanation(
+    configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], n_runs: int
+) -> str:
+    text = (
+        f"{n_runs} runs in {len(configs)} configurations. best_val_loss is the mean ± "
+        "sample standard deviation over a configuration's completed runs (seeds are "
+        "replicates); vs_best is its difference from the best configuration's mean, "
+        '"> 2 SE" when that exceeds two standard errors of the difference.'
+    )
+    if min(c.n for c in configs) < 2:
+        text += (
+            " Configurations with fewer than 2 completed runs have no known spread and their "
+            "differences are not judged; add seeds (e.g. seed=1,2,3) to judge them."
+        )
+    beyond = [c.label() for c, row in zip(configs, rows, strict=True) if row["exceeds_2se"]]
+    if beyond:
+        text += f" Worse than the best beyond noise: {'; '.join(beyond)}."
+    return text
+
+
+def _run_value(run: dict[str, Any], column: str) -> Any:
+    return {**run.get("config", {}), **run.get("overrides", {}), **run}.get(column)
+
+
+def _write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(
+            {c: "" if row.get(c) is None else row.get(c) for c in columns} for row in rows
+        )
+    return path

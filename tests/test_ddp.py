@@ -1,0 +1,139 @@
+"""CPU DDP (trainer=cpu_ddp): one tokenizer training, one log and one set of checkpoints; under
+a multirun; interrupted and resumed with the ranks stopping together."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import RESUME, TINY, train_py
+
+DDP = ["trainer=cpu_ddp"]
+
+
+def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> None:
+    counts = tmp_path / "tokenizer_trainings.txt"
+    rows = tmp_path / "rows"
+    wrapper = (
+        "from tests.faults import RecordBatches, count_tokenizer_training, main_with\n"
+        f"count_tokenizer_training({str(counts)!r})\nmain_with(RecordBatches({str(rows)!r}))\n"
+    )
+    out = tmp_path / "run"
+    proc = train_py(
+        *TINY,
+        *DDP,
+        "logger=csv",
+        "trainer.max_steps=10",
+        "trainer.val_check_interval=5",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+        wrapper=wrapper,
+        TINYLM_CACHE=str(tmp_path / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GLOBAL_RANK: 1" in proc.stderr  # two processes really ran
+    assert proc.stdout.count("tinylm: decoder with") == 1
+    assert proc.stdout.count("=== tinylm results ===") == 1
+    assert counts.read_text().split() == ["0"]  # the tokenizer was trained once, by rank 0
+    # Each rank trained on its own blocks, read from the one memory-mapped token store.
+    ranks = [
+        [
+            tuple(b)
+            for line in Path(f"{rows}.{r}").read_text().splitlines()
+            for b in json.loads(line)["blocks"]
+        ]
+        for r in (0, 1)
+    ]
+    assert len(ranks[0]) == len(ranks[1]) == 10 * 8  # 10 steps of data.batch_size=8 blocks
+    assert not set(ranks[0]) & set(ranks[1])
+    assert len(list((tmp_path / "cache" / "tokens").iterdir())) == 1
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert not list(tmp_path.rglob("version_*"))  # one csv log, no per-rank directories
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["step"] == 10
+    with open(out / "csv" / "metrics.csv") as f:
+        steps = [line.split(",") for line in f]
+    assert len(steps) > 2
+
+
+@pytest.mark.slow
+def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
+    import csv
+
+    sweep = tmp_path / "sweep"
+    proc = train_py(
+        "-m",
+        *TINY,
+        *DDP,
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+        "model.dropout=0.0,0.1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("Launching 2 jobs") == 1  # the sweep ran once, not per rank
+    with open(sweep / "runs.csv") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["completed", "completed"]
+    assert len(list(sweep.glob("*/checkpoints/best.ckpt"))) == 2
+
+
+@pytest.mark.slow
+def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_together(
+    tmp_path: Path,
+) -> None:
+    def train(name: str, *extra: str, signal_at: int | None = None) -> Path:
+        steps = tmp_path / f"{name}-final-steps.txt"
+        injectors = f"RecordFinalStep({str(steps)!r})"
+        if signal_at is not None:
+            injectors += f", SignalAtStep({signal_at})"
+        wrapper = (
+            "from tests.faults import RecordFinalStep, SignalAtStep, main_with\n"
+            f"main_with({injectors})\n"
+        )
+        proc = train_py(
+            *TINY,
+            *DDP,
+            *RESUME,
+            *extra,
+            f"hydra.run.dir={tmp_path / name}",
+            cwd=tmp_path,
+            wrapper=wrapper,
+        )
+        expected_code = 0 if signal_at is None else 128 + signal.SIGTERM
+        assert proc.returncode == expected_code, proc.stderr[-3000:]
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("tinylm:")]
+        assert len(lines) == (signal_at is not None), lines  # one line, from rank 0
+        return steps
+
+    full = train("full")
+    cut = train("cut", signal_at=11)
+    # Each rank wrote the step it stopped at: the same one, the step of the checkpoint. (The
+    # ranks agree at the end of each step whether to stop: a signal sent after that, at the
+    # end of step 11, stops them at the end of step 12.)
+    stopped = dict(line.split() for line in cut.read_text().splitlines())
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    step = torch.load(last, weights_only=True)["global_step"]
+    assert stopped == {"0": str(step), "1": str(step)} and 11 <= step < 24
+    status = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    assert status["status"] == "interrupted" and status["step"] == step
+    resumed = train("resumed", f"ckpt_path={last}")
+    for finished in (full, resumed):
+        assert dict(line.split() for line in finished.read_text().splitlines()) == {
+            "0": "24",
+            "1": "24",
+        }
+
+    final = {
+        name: json.loads((tmp_path / name / "metrics.json").read_text())
+        for name in ("full", "resumed")
+    }
+    assert final["resumed"]["step"] == final["full"]["step"] == 24
+    assert final["resumed"]["val_loss"] == pytest.approx(final["full"]["val_loss"], abs=1e-6)
+    assert final["resumed"]["best_val_loss"] == pytest.approx(
+        final["full"]["best_val_loss"], abs=1e-6
+    )

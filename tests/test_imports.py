@@ -1,0 +1,90 @@
+"""Import layering: the modes and the training layer load without Hydra or matplotlib.
+
+Hydra belongs to the entry point (``train.py``, ``conf/hydra_runtime.py``, the sweep callback)
+and matplotlib to the modules that draw (``modes/plots.py``, ``modes/attention.py``). Each
+import runs in a fresh interpreter. Lightning's torchmetrics imports matplotlib itself when it
+is installed, so matplotlib in ``sys.modules`` is allowed exactly when Lightning alone puts it
+there; that no tinylm module imports it is checked on the modules themselves: none holds a
+matplotlib or Hydra object at module level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+HEAVY = ("matplotlib", "hydra")
+TINYLM_PACKAGES = sorted(
+    {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {"train"}
+)
+
+# Imports argv[1], then reports which HEAVY packages are loaded and which tinylm module
+# globals (``module.name``) are objects of one of them.
+_PROBE = r"""
+import importlib, json, sys, types
+
+importlib.import_module(sys.argv[1])
+heavy, ours = set(json.loads(sys.argv[2])), set(json.loads(sys.argv[3]))
+
+
+def package(value):
+    name = value.__name__ if isinstance(value, types.ModuleType) else None
+    name = name or getattr(value, "__module__", None)
+    return name.partition(".")[0] if isinstance(name, str) else None
+
+
+holders = sorted(
+    f"{name}.{key}"
+    for name, module in list(sys.modules.items())
+    if name.partition(".")[0] in ours
+    for key, value in vars(module).items()
+    if package(value) in heavy
+)
+loaded = sorted({name.partition(".")[0] for name in sys.modules} & heavy)
+print(json.dumps({"loaded": loaded, "holders": holders}))
+"""
+
+
+def probe(module: str) -> dict[str, list[str]]:
+    """What a fresh interpreter holds after ``import module``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, module, json.dumps(HEAVY), json.dumps(TINYLM_PACKAGES)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def lightning_alone() -> set[str]:
+    """The heavy packages Lightning (with torchmetrics) loads by itself."""
+    return set(probe("lightning")["loaded"])
+
+
+@pytest.mark.parametrize("module", ["modes.eval", "training.task"])
+def test_modes_and_training_import_without_hydra_or_matplotlib(
+    module: str, lightning_alone: set[str]
+) -> None:
+    found = probe(module)
+    assert found["holders"] == [], f"import {module}: tinylm modules hold {found['holders']}"
+    assert "hydra" not in found["loaded"]
+    assert set(found["loaded"]) <= lightning_alone, f"{module} loads {found['loaded']}"
+
+
+@pytest.mark.parametrize(
+    ("module", "package"), [("modes.plots", "matplotlib"), ("conf.hydra_runtime", "hydra")]
+)
+def test_the_probe_sees_the_modules_that_do_import_them(module: str, package: str) -> None:
+    found = probe(module)
+    assert package in found["loaded"]
+    assert any(holder.startswith(f"{module}.") for holder in found["holders"])
