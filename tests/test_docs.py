@@ -133,14 +133,10 @@ NOT_RUNNABLE = {
     "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
     "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
     **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
-    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
-    '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"': (
-        "too long: three train.py processes even at --repeats 1 (~30 s); the same script runs "
-        "with its quickest options for the other two commands"
-    ),
     "python -m bench.sweep --steps 100": (
         "too long: its quickest run (--steps 2 --jobs 1 2) is three sweeps in fresh processes, "
-        "~35 s here; the joblib launcher it times runs in docs/sweeps.md's example"
+        "~30 s, a fifth of this file's time; the joblib launcher it times runs in "
+        "docs/sweeps.md's parallel example"
     ),
     "python -m bench.data --text big.txt --repeats 3 --ddp": (
         "too long: a 320 MB corpus, 27 train.py processes (DDP ones of 2); no quick mode"
@@ -177,6 +173,12 @@ QUICK = {
     "python -m bench.shakespeare_char --repeats 3": [
         *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
         *("--", *SMALL_TRAIN),
+    ],
+    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
+    '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"': [
+        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
+        *("--versus", "experiment=shakespeare_char_fast"),
+        *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
     ],
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
     "python -m bench.eval --max-chars 150000 --threads 1": [
@@ -636,17 +638,16 @@ def test_placeholders_are_defined_where_used() -> None:
         assert used <= defined, f"{name} uses ${sorted(used - defined)} without defining them"
 
 
-RUNNABLE = sorted(
-    {
-        c.text
-        for c in COMMANDS
-        if c.text not in NOT_RUNNABLE and not is_placeholder_definition(c.text)
-    }
-)
+# Each runnable command once, named by where the docs first show it.
+RUNNABLE = {
+    c.text: c.where
+    for c in reversed(COMMANDS)
+    if c.text not in NOT_RUNNABLE and not is_placeholder_definition(c.text)
+}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("text", RUNNABLE)
+@pytest.mark.parametrize("text", sorted(RUNNABLE, key=RUNNABLE.get), ids=RUNNABLE.get)
 def test_docs_command_runs(text: str, ran: Ran) -> None:
     job = ran.of_command[text]
     result = ran.results[id(job)]
@@ -673,7 +674,7 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", [t for t in NOT_RUNNABLE if "python train.py" in t and "&&" not in t]
+    "text", [t for t in NOT_RUNNABLE if "python train.py" in t and "&&" not in t], ids=str
 )
 def test_listed_train_commands_compose(text: str) -> None:
     """A listed ``python train.py`` command still parses, and its (first) job composes."""
