@@ -238,13 +238,15 @@ class Command:
 
 def strip_comment(line: str) -> str:
     """``line`` without a ``#`` comment: a ``#`` outside quotes at the start of a word."""
-    quote = None
+    quote, escaped = None, False
     for i, char in enumerate(line):
-        if quote:
+        if escaped:  # the character after a backslash is literal
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
             if char == quote:
                 quote = None
-            elif char == "\\" and quote == '"':
-                continue
         elif char in "'\"":
             quote = char
         elif char == "#" and (i == 0 or line[i - 1].isspace()):
@@ -547,13 +549,15 @@ def test_parser_reads_continuations_comments_and_environments() -> None:
         "# a comment line",
         "A=1 B='x y' python train.py \\",
         "    model=bert   # the encoder",
-        'python train.py prompt="a # b"  # c',
+        'python train.py prompt="a # b \\" c"  # c',
+        """python train.py prompt="it's" \\#x # d""",
         "",
     ]
     commands = shell_commands("bash", body, "x.md", 10)
     assert [c.text for c in commands] == [
         "A=1 B='x y' python train.py model=bert",
-        'python train.py prompt="a # b"',
+        'python train.py prompt="a # b \\" c"',
+        """python train.py prompt="it's" \\#x""",
     ]
     assert commands[0].where == "x.md:11"
     assert split_env(commands[0].text) == (
