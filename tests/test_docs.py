@@ -1,0 +1,723 @@
+"""Every shell command in README.md and docs/*.md is run here, or listed with the reason why not.
+
+**Convention.** Shell commands live in fenced blocks tagged ``bash`` (one command a line, ``\\``
+continues it, ``#`` outside quotes starts a comment, leading ``VAR=value`` words are its
+environment) or ``console`` (a transcript: a line ``$ CMD`` is a command, the lines under it
+its expected output). Every other fence must be tagged ``text``, ``yaml`` or ``python`` and
+hold no line that looks like a shell command; an untagged fence fails, so no command escapes.
+
+**Placeholders.** The docs name finished runs with shell variables: ``RUN`` (a GPT run),
+``BERT_RUN`` (a BERT run) and ``SWEEP`` (a sweep directory), defined in the docs by a line
+``RUN=runs/2026-01-01/12-00-00`` and so on (``PLACEHOLDERS`` checks the form). Here each one is
+the output directory of the docs' own command that makes it (``PRODUCERS``), run first; every
+``$RUN``, ``$BERT_RUN`` and ``$SWEEP`` in a later command is replaced by that directory. Any other
+``$`` in a command that runs fails the test.
+
+**Running.** A command runs in a scratch working directory that holds the small files the docs
+name (``heldout.txt``, ``big.txt``, ...). ``python train.py ...`` trains with ``TINY`` overrides:
+a key the command sets to one value gets the tiny value instead, a key it sweeps keeps the
+docs' values, the others are appended; ``logger=none`` unless the command picks a logger, and
+``hydra.run.dir`` / ``hydra.sweep.dir`` inside the scratch directory unless it names one. Modes
+that read a checkpoint (eval, generate, attention, export) get no tiny overrides: they refuse
+model settings unlike the checkpoint's. ``python -m bench.NAME ...`` runs with the quickest
+options in ``QUICK`` instead of the documented ones. ``FAILS`` lists the commands the docs show
+failing, with the exit code and message they must give.
+
+Commands that come out the same after these rules (same environment, same set of arguments)
+run once. To pay Python's start-up and imports once, not once per command, one server process
+imports tinylm and forks a fresh child per command, which runs ``train.py`` (or the module)
+as ``__main__`` with the command's argv, environment and working directory, as the shell
+would; its exit code is the command's.
+
+The test fails when a command in the docs is neither run nor listed in ``NOT_RUNNABLE``, and
+when a listed command is no longer in the docs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL_TAGS = ("bash", "console")
+OTHER_TAGS = ("text", "yaml", "python")
+# A line of a non-shell block that would be a command: it must be in a bash block instead.
+SHELL_LOOKING = re.compile(
+    r"^\s*(\$ |python3? |pip3? |srun |sbatch |tensorboard |wandb |rm |cd |export |"
+    r"[A-Z_][A-Z0-9_]*=\S*\s+\S)"
+)
+SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+
+# The placeholder variables, the form of their definition in the docs, and the command of the
+# docs whose output directory stands in for them here.
+PLACEHOLDERS = {
+    "RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
+    "BERT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
+    "SWEEP": r"multirun/2026-01-01/\d\d-\d\d-\d\d",
+}
+PRODUCERS = {
+    "RUN": "python train.py",
+    "BERT_RUN": "python train.py model=bert",
+    "SWEEP": "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2",
+}
+
+# What a training command gets (see the module docstring): a model of one layer, two steps.
+TINY = {
+    "model.num_layers": "1",
+    "model.hidden_size": "32",
+    "model.max_seq_len": "64",
+    "data.vocab_size": "300",
+    "data.batch_size": "8",
+    "data.stream_val_examples": "20",
+    "trainer.max_steps": "2",
+    "trainer.val_check_interval": "2",
+    "trainer.limit_val_batches": "1",
+    "trainer.enable_progress_bar": "false",
+    "optim.warmup_steps": "1",
+    "max_new_tokens": "5",
+}
+TRAIN_OVERRIDES = [f"{k}={v}" for k, v in TINY.items()] + ["logger=none"]
+READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export")
+
+NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
+INSTALL = "creates a virtual environment and installs from the package index (CI's .ci/run does)"
+SUITE = "runs the test suite itself, this file included"
+GPU = "needs CUDA GPUs"
+SLURM = "needs a SLURM cluster"
+# The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
+# jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
+# (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
+MEASUREMENT = "a measurement sweep of 4-24 parallel jobs, too long for this test; composed only"
+JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
+MEASUREMENT_SWEEPS = [
+    f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
+    f"python train.py -m optim.lr=3e-3 model.position=learned seed=1,2,3 {JOBLIB}",
+    f"python train.py -m optim.lr=3e-3 seed=1,2,3 {JOBLIB}",
+    f"python train.py -m optim.lr=3e-3 optim.muon_lr=0.01,0.03 seed=1,2 {JOBLIB}",
+    f"python train.py -m optim.lr=1e-3,6e-3,1e-2 seed=1,2 {JOBLIB}",
+    f"python train.py -m model=bert seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
+    f"python train.py -m model=bert optim=muon seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
+    "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1 seed=1,2,3 "
+    "model.num_layers=2 model.hidden_size=64 trainer.max_steps=400 "
+    f"trainer.val_check_interval=50 optim=adamw model.position=learned {JOBLIB}",
+]
+NOT_RUNNABLE = {
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
+    "pip install -e . && python train.py": INSTALL + "; its last command runs below",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
+    'pip install -e ".[dev,launchers,hf]" && python -m pytest': INSTALL + "; " + SUITE,
+    'python -m pytest -m "not slow"': SUITE,
+    "python train.py trainer=ddp trainer.devices=4": GPU,
+    "python train.py trainer=gpu": GPU,
+    "srun python train.py trainer=ddp trainer.devices=4 trainer.num_nodes=2": SLURM,
+    "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
+    "model.dropout=0.0,0.1 seed=1,2,3": SLURM,
+    "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
+    "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
+    "python -m bench.train_step --device cuda": GPU,
+    "python train.py data=wikitext2": NETWORK,
+    "python train.py data=tinystories": NETWORK,
+    "python train.py data=tinyshakespeare": NETWORK,
+    "python train.py data=tinystories data.streaming=true": NETWORK,
+    "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
+    "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
+    "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
+    **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
+    "python -m bench.sweep --steps 100": (
+        "too long: its quickest run (--steps 2 --jobs 1 2) is three sweeps in fresh processes, "
+        "~30 s, a fifth of this file's time; the joblib launcher it times runs in "
+        "docs/sweeps.md's parallel example"
+    ),
+    "python -m bench.data --text big.txt --repeats 3 --ddp": (
+        "too long: a 320 MB corpus, 27 train.py processes (DDP ones of 2); no quick mode"
+    ),
+    "python -m bench.data --text big.txt --ddp": (
+        "too long: the same benchmark with its default --repeats 3; no quick mode"
+    ),
+}
+
+# Benchmarks with their quickest options; "{ws}" is the scratch directory.
+SMALL_TRAIN = ["logger=none", *[f"{k}={v}" for k, v in TINY.items() if k != "max_new_tokens"]]
+QUICK = {
+    "python -m bench.attention": ["--quick", "--no-memory", "--repeats", "1", "--warmup", "0"],
+    "python -m bench.train_step": [
+        *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
+        "--no-memory",
+    ],
+    "OMP_NUM_THREADS=1 python -m bench.train_step --document-mask --shape shakespeare_char "
+    "--max-seq-len 64 --rounds 7": [
+        *("--document-mask", "--shape", "shakespeare_char", "--max-seq-len", "64"),
+        *("--rounds", "1", "--steps", "2", "--warmup", "1", "--no-memory"),
+    ],
+    "OMP_NUM_THREADS=1 python -m bench.train_step --document-mask --shape shakespeare_char "
+    "--max-seq-len 256 --rounds 7": [
+        *("--document-mask", "--shape", "shakespeare_char", "--max-seq-len", "256"),
+        *("--rounds", "1", "--steps", "2", "--warmup", "1", "--no-memory"),
+    ],
+    "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
+    "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
+    "python -m bench.shakespeare_char": [
+        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
+        *("--", *SMALL_TRAIN),
+    ],
+    "python -m bench.shakespeare_char --repeats 3": [
+        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
+        *("--", *SMALL_TRAIN),
+    ],
+    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
+    '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"': [
+        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
+        *("--versus", "experiment=shakespeare_char_fast"),
+        *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
+    ],
+    "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
+    "python -m bench.eval --max-chars 150000 --threads 1": [
+        *("--max-chars", "3000", "--threads", "1", "--train-steps", "1"),
+        *("--shakespeare", "{ws}/path/to/tinyshakespeare.txt"),
+    ],
+}
+
+# Commands the docs show failing: (exit code, text the output must hold; None: the lines the
+# console transcript shows under the command).
+FAILS = {
+    "python train.py model.num_heads=3": (1, None),
+    "TINYLM_DEBUG=1 python train.py model.num_heads=3": (1, "Traceback"),
+}
+
+# Files a command promises, relative to the scratch directory ("{out}": its output directory).
+PROMISES = {
+    "python train.py": [
+        *("{out}/checkpoints/best.ckpt", "{out}/checkpoints/last.ckpt", "{out}/metrics.json"),
+        *("{out}/tokenizer.json", "{out}/.hydra/config.yaml", "{out}/train.log"),
+    ],
+    "python train.py logger=csv": ["{out}/csv/metrics.csv"],
+    "python train.py logger=tensorboard": ["{out}/tensorboard"],
+    "python train.py hydra.run.dir=runs/first-try": ["runs/first-try/metrics.json"],
+    PRODUCERS["SWEEP"]: [
+        *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
+        *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
+    ],
+    "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
+    "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
+    'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
+        "$RUN/checkpoints/attention.png"
+    ],
+    "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt": [
+        "$RUN/checkpoints/best.safetensors"
+    ],
+    "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt export.format=hf": [
+        "$RUN/checkpoints/best-hf/config.json"
+    ],
+    "python train.py mode=export ckpt_path=$RUN/checkpoints/last.ckpt "
+    "export.path=last.safetensors": ["last.safetensors"],
+    "python -m bench.data --make-corpus big.txt": ["big.txt"],
+    "TINYLM_CACHE=.cache/tinylm python train.py": [".cache/tinylm"],
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+@dataclass(frozen=True)
+class Command:
+    text: str  # as written: continuations joined, comment and surrounding space removed
+    where: str  # FILE:LINE
+    output: tuple[str, ...] = ()  # a console transcript's lines under the command
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without a ``#`` comment: a ``#`` outside quotes at the start of a word."""
+    quote, escaped = None, False
+    for i, char in enumerate(line):
+        if escaped:  # the character after a backslash is literal
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def fenced_blocks(text: str) -> list[tuple[str, int, list[str]]]:
+    """(tag, line number of the first body line, body lines) of every fenced block."""
+    blocks, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        opening = re.match(r"^(\s*)(```+)(.*)$", lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence, tag = opening.group(2), opening.group(3).strip()
+        start, i = i + 2, i + 1
+        body = []
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i])
+            i += 1
+        blocks.append((tag, start, body))
+        i += 1
+    return blocks
+
+
+def shell_commands(tag: str, body: list[str], where: str, first_line: int) -> list[Command]:
+    """The commands of one ``bash`` or ``console`` block."""
+    commands: list[Command] = []
+    pending, pending_line = "", first_line
+    for number, raw in enumerate(body, start=first_line):
+        if tag == "console":
+            if raw.startswith("$ "):
+                commands.append(Command(raw[2:].strip(), f"{where}:{number}"))
+            elif commands and raw.strip():
+                last = commands[-1]
+                commands[-1] = Command(last.text, last.where, (*last.output, raw.strip()))
+            continue
+        if not pending:
+            pending_line = number
+        line = strip_comment(raw)
+        if line.endswith("\\"):
+            pending += line[:-1].strip() + " "
+            continue
+        text = (pending + line.strip()).strip()
+        pending = ""
+        if text:
+            commands.append(Command(text, f"{where}:{pending_line}"))
+    assert not pending, f"{where}: a line continuation runs off the end of its block"
+    return commands
+
+
+def doc_commands() -> list[Command]:
+    commands = []
+    for path in DOCS:
+        name = path.relative_to(ROOT).as_posix()
+        for tag, first_line, body in fenced_blocks(path.read_text()):
+            if tag in SHELL_TAGS:
+                commands.extend(shell_commands(tag, body, name, first_line))
+    return commands
+
+
+def split_env(text: str) -> tuple[dict[str, str], list[str]]:
+    """The leading ``VAR=value`` words of a command, and the rest of its words."""
+    words = shlex.split(text)
+    env = {}
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        key, value = words.pop(0).split("=", 1)
+        env[key] = value
+    return env, words
+
+
+def is_placeholder_definition(text: str) -> bool:
+    env, words = split_env(text)
+    return not words and len(env) == 1 and next(iter(env)) in PLACEHOLDERS
+
+
+def is_sweep_value(value: str) -> bool:
+    return "," in value and not value.startswith(("[", "{", "'", '"'))
+
+
+# ---------------------------------------------------------------------------------------------
+# Turning a docs command into a job
+
+
+@dataclass
+class Job:
+    key: tuple  # what makes two commands the same job
+    env: dict[str, str]
+    argv: list[str]  # for the child: [script, *args] or ["-m", module, *args]
+    out: str | None  # the output directory (train.py), relative to the scratch directory
+    commands: list[str] = field(default_factory=list)  # the docs commands it stands for
+
+
+def substitute(text: str, dirs: dict[str, str]) -> str:
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        assert name in dirs, f"unknown placeholder ${name} in {text!r}"
+        return shlex.quote(dirs[name])
+
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", replace, text)
+
+
+def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
+    """The arguments ``python train.py ARGS`` runs with here (without an output directory),
+    and the output directory the command names itself, if it does."""
+    multirun = "-m" in args or "--multirun" in args
+    keys = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
+    result = list(args)
+    if tiny and not any(a.startswith(READER_MODES) for a in args):
+        for key, value in TINY.items():
+            if key in keys and not (multirun and is_sweep_value(keys[key])):
+                result = [f"{key}={value}" if a.startswith(f"{key}=") else a for a in result]
+            elif key not in keys:
+                result.append(f"{key}={value}")
+        if not any(k == "logger" or k.startswith("logger.") for k in keys):
+            result.append("logger=none")
+    return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
+
+
+def build_jobs(commands: list[Command], ws: Path) -> tuple[list[Job], dict[str, Job]]:
+    """The jobs to run, producers first, and the job of each docs command that runs."""
+    texts = list(dict.fromkeys(c.text for c in commands))
+    runnable = [t for t in texts if t not in NOT_RUNNABLE and not is_placeholder_definition(t)]
+    ordered = [*PRODUCERS.values(), *(t for t in runnable if t not in PRODUCERS.values())]
+    jobs: dict[tuple, Job] = {}
+    of_command: dict[str, Job] = {}
+    dirs: dict[str, str] = {}
+    for text in ordered:
+        env, words = split_env(substitute(text, dirs))
+        if words[:2] == ["python", "train.py"]:
+            args, out = train_args(words[2:], tiny=text not in FAILS)
+            key = ("train.py", tuple(sorted(env.items())), frozenset(args))
+            if key not in jobs and out is None:
+                multirun = "-m" in args
+                out = f"{'multirun' if multirun else 'runs'}/{len(jobs):02d}"
+                args.append(f"hydra.{'sweep' if multirun else 'run'}.dir={out}")
+            argv = [str(ROOT / "train.py"), *args]
+        elif words[:2] == ["python", "-m"] and text in QUICK:
+            argv, out = ["-m", words[2], *(a.replace("{ws}", str(ws)) for a in QUICK[text])], None
+            key = ("module", tuple(sorted(env.items())), tuple(argv))
+        else:
+            raise AssertionError(
+                f"{text!r} is neither runnable here (python train.py ..., or a benchmark in "
+                "QUICK) nor listed in NOT_RUNNABLE with its reason"
+            )
+        job = jobs.get(key)
+        if job is None:
+            job = jobs[key] = Job(key, env, argv, out)
+        job.commands.append(text)
+        of_command[text] = job
+        for name, producer in PRODUCERS.items():
+            if text == producer:
+                dirs[name] = str(ws / job.out)
+    return list(jobs.values()), of_command
+
+
+# ---------------------------------------------------------------------------------------------
+# The fork server: imports once, then one forked child per job
+
+
+SERVER = r"""
+import json, os, runpy, signal, sys, time, traceback
+spec = json.load(open(sys.argv[1]))
+sys.path.insert(0, spec["root"])
+import train, modes.train, modes.eval, modes.generate, modes.attention, modes.export
+import modes.sweep, modes.summary  # noqa: the imports every child would otherwise repeat
+results = []
+for job in spec["jobs"]:
+    started = time.time()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setpgrp()
+            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.chdir(job["cwd"])
+            os.environ.update(job["env"])
+            argv = job["argv"]
+            try:
+                if argv[0] == "-m":
+                    sys.argv = ["python", *argv[2:]]
+                    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+                else:
+                    sys.argv = list(argv)
+                    runpy.run_path(argv[0], run_name="__main__")
+                code = 0
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    deadline = started + job["timeout"]
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            rc = os.waitstatus_to_exitcode(status)
+            break
+        if time.time() > deadline:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            rc = "timeout"
+            break
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # what it left running (launcher workers)
+    except (ProcessLookupError, PermissionError):
+        pass
+    results.append({"rc": rc, "seconds": round(time.time() - started, 1)})
+    json.dump(results, open(sys.argv[2], "w"))
+"""
+
+
+def write_inputs(ws: Path) -> None:
+    """The small files the docs' commands name, in the scratch directory."""
+    from pydoc_data.topics import topics
+
+    paragraphs = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if p.strip()]
+    text = "\n\n".join(paragraphs)
+    (ws / "corpus.txt").write_text(text[:60_000])
+    (ws / "heldout.txt").write_text(text[-4_000:])
+    for name, part in zip(
+        ("a", "b", "c"), (text[:40_000], text[40_000:50_000], text[50_000:60_000]), strict=True
+    ):
+        (ws / f"{name}.txt").write_text(part)
+    rows = [json.dumps({"text": p}) for p in paragraphs[:400]]
+    (ws / "corpus.jsonl").write_text("\n".join(rows) + "\n")
+    (ws / "big.txt").write_text(text[:200_000])
+    shakespeare = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.is_file() else text[:60_000]
+    (ws / "path" / "to").mkdir(parents=True)
+    (ws / "path" / "to" / "tinyshakespeare.txt").write_text(shakespeare)
+
+
+@dataclass
+class Ran:
+    jobs: list[Job]
+    of_command: dict[str, Job]
+    results: dict[int, dict]  # id(job) -> {"rc", "seconds", "log"}
+    ws: Path
+    dirs: dict[str, str]
+
+
+COMMANDS = doc_commands()
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    ws = tmp_path_factory.mktemp("docs-commands")
+    write_inputs(ws)
+    jobs, of_command = build_jobs(COMMANDS, ws)
+    logs = ws / "logs"
+    logs.mkdir()
+    spec = {
+        "root": str(ROOT),
+        "jobs": [
+            {
+                "argv": job.argv,
+                "env": job.env,
+                "cwd": str(ws),
+                "log": str(logs / f"{i:02d}.log"),
+                "timeout": 180,
+            }
+            for i, job in enumerate(jobs)
+        ],
+    }
+    (ws / "jobs.json").write_text(json.dumps(spec, indent=1))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("TINYLM_DEBUG", None)
+    subprocess.run(
+        [sys.executable, "-c", SERVER, str(ws / "jobs.json"), str(ws / "results.json")],
+        cwd=ws,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    done = json.loads((ws / "results.json").read_text()) if (ws / "results.json").exists() else []
+    results = {}
+    for i, job in enumerate(jobs):
+        log = logs / f"{i:02d}.log"
+        result = done[i] if i < len(done) else {"rc": "not run (the server stopped)", "seconds": 0}
+        results[id(job)] = {**result, "log": log.read_text() if log.exists() else ""}
+    dirs = {name: str(ws / of_command[producer].out) for name, producer in PRODUCERS.items()}
+    return Ran(jobs, of_command, results, ws, dirs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+
+def test_parser_reads_continuations_comments_and_environments() -> None:
+    body = [
+        "# a comment line",
+        "A=1 B='x y' python train.py \\",
+        "    model=bert   # the encoder",
+        'python train.py prompt="a # b \\" c"  # c',
+        """python train.py prompt="it's" \\#x # d""",
+        "",
+    ]
+    commands = shell_commands("bash", body, "x.md", 10)
+    assert [c.text for c in commands] == [
+        "A=1 B='x y' python train.py model=bert",
+        'python train.py prompt="a # b \\" c"',
+        """python train.py prompt="it's" \\#x""",
+    ]
+    assert commands[0].where == "x.md:11"
+    assert split_env(commands[0].text) == (
+        {"A": "1", "B": "x y"},
+        ["python", "train.py", "model=bert"],
+    )
+    console = shell_commands("console", ["$ python train.py x=1", "tinylm: error: no"], "y.md", 1)
+    assert console == [Command("python train.py x=1", "y.md:1", ("tinylm: error: no",))]
+
+
+def test_tiny_overrides_replace_append_and_keep_sweeps() -> None:
+    args, out = train_args(["-m", "model.num_layers=2,4", "trainer.max_steps=400"], True)
+    assert "model.num_layers=2,4" in args and "trainer.max_steps=2" in args
+    assert "trainer.max_steps=400" not in args and "logger=none" in args and out is None
+    args, out = train_args(["mode=eval", "ckpt_path=x", "hydra.run.dir=here"], True)
+    assert args == ["mode=eval", "ckpt_path=x", "hydra.run.dir=here"] and out == "here"
+
+
+def test_no_shell_command_escapes_the_parser() -> None:
+    problems = []
+    for path in DOCS:
+        name = path.relative_to(ROOT).as_posix()
+        for tag, first_line, body in fenced_blocks(path.read_text()):
+            if tag not in (*SHELL_TAGS, *OTHER_TAGS):
+                problems.append(f"{name}:{first_line - 1}: a fence tagged {tag!r}")
+            elif tag in OTHER_TAGS:
+                for number, line in enumerate(body, start=first_line):
+                    if SHELL_LOOKING.match(line):
+                        problems.append(f"{name}:{number}: a command in a {tag} block: {line}")
+            elif tag == "console":
+                for number, line in enumerate(body, start=first_line):
+                    if line.startswith("$") and not line.startswith("$ "):
+                        problems.append(f"{name}:{number}: write a console command as '$ CMD'")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_docs_have_commands_and_the_producers() -> None:
+    texts = {c.text for c in COMMANDS}
+    assert len(texts) > 40
+    for name, producer in PRODUCERS.items():
+        assert producer in texts, f"the docs no longer run {producer!r}, which makes ${name}"
+
+
+def test_every_command_is_run_or_listed() -> None:
+    unknown = []
+    for command in COMMANDS:
+        text = command.text
+        if text in NOT_RUNNABLE:
+            continue
+        env, words = split_env(text)
+        if is_placeholder_definition(text):
+            name, value = next(iter(env.items()))
+            assert re.fullmatch(PLACEHOLDERS[name], value), f"{command.where}: {text}"
+        elif words[:2] != ["python", "train.py"] and text not in QUICK:
+            unknown.append(f"{command.where}: {text}")
+    assert not unknown, "neither run nor in NOT_RUNNABLE (add it with its reason):\n" + "\n".join(
+        unknown
+    )
+
+
+def test_listed_commands_are_still_in_the_docs() -> None:
+    texts = {c.text for c in COMMANDS}
+    for table in (NOT_RUNNABLE, QUICK, FAILS, PROMISES):
+        stale = [t for t in table if t not in texts]
+        assert not stale, f"listed here but no longer in the docs: {stale}"
+
+
+def test_placeholders_are_defined_where_used() -> None:
+    """A file that uses $RUN (say) also shows how to set it."""
+    for path in DOCS:
+        name = path.relative_to(ROOT).as_posix()
+        commands = [c for c in COMMANDS if c.where.startswith(f"{name}:")]
+        defined = {
+            next(iter(split_env(c.text)[0])) for c in commands if is_placeholder_definition(c.text)
+        }
+        used = {
+            v
+            for c in commands
+            if c.text not in NOT_RUNNABLE
+            for v in re.findall(r"\$\{?([A-Za-z_]\w*)", c.text)
+        }
+        assert used <= defined, f"{name} uses ${sorted(used - defined)} without defining them"
+
+
+# Each runnable command once, named by where the docs first show it.
+RUNNABLE = {
+    c.text: c.where
+    for c in reversed(COMMANDS)
+    if c.text not in NOT_RUNNABLE and not is_placeholder_definition(c.text)
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", sorted(RUNNABLE, key=RUNNABLE.get), ids=RUNNABLE.get)
+def test_docs_command_runs(text: str, ran: Ran) -> None:
+    job = ran.of_command[text]
+    result = ran.results[id(job)]
+    log = result["log"][-4000:]
+    if text.startswith("python -m bench.data --make-corpus") and not SHAKESPEARE.is_file():
+        pytest.skip(f"the benchmark reads {SHAKESPEARE}, which this checkout lacks")
+    if text in FAILS:
+        code, message = FAILS[text]
+        assert result["rc"] == code, f"{text}: exit {result['rc']}, not {code}\n{log}"
+        expected = [message] if message else next(c.output for c in COMMANDS if c.text == text)
+        for line in expected:
+            assert line in result["log"], f"{text}: {line!r} not in its output\n{log}"
+        return
+    assert result["rc"] == 0, f"{text} (as {job.argv[1:]}): exit {result['rc']}\n{log}"
+    promised = list(PROMISES.get(text, []))
+    if job.out is not None and not any(a.startswith(READER_MODES) for a in job.argv):
+        promised.append("{out}/summary.md" if "-m" in job.argv else "{out}/metrics.json")
+    for item in promised:
+        item = substitute(item.replace("{out}", job.out or ""), ran.dirs)
+        assert (ran.ws / item).exists(), f"{text}: promised {item} is missing\n{log}"
+    if "{out}/metrics.json" in promised and "-m" not in job.argv:
+        metrics = json.loads((ran.ws / job.out / "metrics.json").read_text())
+        assert metrics.get("status") == "completed", metrics
+
+
+@pytest.mark.parametrize(
+    "text", [t for t in NOT_RUNNABLE if "python train.py" in t and "&&" not in t], ids=str
+)
+def test_listed_train_commands_compose(text: str) -> None:
+    """A listed ``python train.py`` command still parses, and its (first) job composes."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from train import verbatim_prompt
+
+    words = split_env(text)[1]
+    args = verbatim_prompt(words[words.index("train.py") + 1 :])
+    args = [a for a in args if a != "-m"]
+    first = []
+    for override in OverridesParser.create().parse_overrides(args):
+        if override.is_sweep_override():
+            value = next(iter(override.sweep_string_iterator()))
+            first.append(f"{override.get_key_element()}={value}")
+        else:
+            first.append(override.input_line)
+    first = [a for a in first if not a.startswith(("hydra/launcher=", "hydra.launcher."))]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*first, "output_dir=unused"])
+    assert cfg.mode == "train"
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_relative_links_and_images_resolve() -> None:
+    broken = []
+    for path in DOCS:
+        text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists() or (anchor and anchor not in _anchors(linked)):
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not broken, broken
