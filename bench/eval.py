@@ -6,7 +6,7 @@ Usage::
     python -m bench.eval --max-chars 200000   # the first 200k characters of each
     python -m bench.eval --shakespeare PATH --threads 1
 
-For each corpus a model of the shape the README trains on it is trained a few steps (the
+For each corpus a model of the shape the docs train on it is trained a few steps (the
 weights do not change the cost): the default GPT (4 layers, C=128, max_seq_len=128, BPE) on
 the builtin corpus, the ``shakespeare_char`` preset (max_seq_len=64, characters) on
 Shakespeare. The corpus is written to a text file and scored whole, as

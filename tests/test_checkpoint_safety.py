@@ -225,6 +225,9 @@ def test_export_safetensors_reloads_to_the_same_logits(tiny_ckpt, make_cfg, tmp_
     ckpt = Path(shutil.copy(tiny_ckpt, tmp_path))  # export writes beside the checkpoint
     out = Path(run(make_cfg("mode=export", f"ckpt_path={ckpt}"))["safetensors"])
     assert out == ckpt.with_suffix(".safetensors") and out.is_file()
+    elsewhere = tmp_path / "exported" / "weights.safetensors"  # a directory not made yet
+    args = ("mode=export", f"ckpt_path={ckpt}", f"export.path={elsewhere}")
+    assert Path(run(make_cfg(*args))["safetensors"]) == elsewhere and elsewhere.is_file()
     exported, tokenizer_json = load_safetensors(out)
     original = load_checkpoint(ckpt)
     assert tokenizer_json == original.tokenizer_json

@@ -25,9 +25,10 @@ failing, with the exit code and message they must give.
 
 Commands that come out the same after these rules (same environment, same set of arguments)
 run once. To pay Python's start-up and imports once, not once per command, one server process
-imports tinylm and forks a fresh child per command, which runs ``train.py`` (or the module)
-as ``__main__`` with the command's argv, environment and working directory, as the shell
-would; its exit code is the command's.
+(``tests/docs_server.py``) imports tinylm and forks a fresh child per command, which runs
+``train.py`` (or the module) as ``__main__`` with the command's argv, environment and working
+directory, as the shell would; its exit code is the command's. ``tests/docs_commands.py``
+reads the commands out of the Markdown.
 
 The test fails when a command in the docs is neither run nor listed in ``NOT_RUNNABLE``, and
 when a listed command is no longer in the docs.
@@ -38,7 +39,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -47,6 +47,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.docs_commands import (
+    Command,
+    fenced_blocks,
+    is_sweep_value,
+    shell_commands,
+    split_env,
+    substitute,
+)
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_TAGS = ("bash", "console")
@@ -57,6 +65,7 @@ SHELL_LOOKING = re.compile(
     r"[A-Z_][A-Z0-9_]*=\S*\s+\S)"
 )
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+SERVER = ROOT / "tests" / "docs_server.py"  # imports tinylm once, forks a child per command
 
 # The placeholder variables, the form of their definition in the docs, and the command of the
 # docs whose output directory stands in for them here.
@@ -219,84 +228,14 @@ PROMISES = {
         "$RUN/checkpoints/best-hf/config.json"
     ],
     "python train.py mode=export ckpt_path=$RUN/checkpoints/last.ckpt "
-    "export.path=last.safetensors": ["last.safetensors"],
+    "export.path=exported/last.safetensors": ["exported/last.safetensors"],
     "python -m bench.data --make-corpus big.txt": ["big.txt"],
     "TINYLM_CACHE=.cache/tinylm python train.py": [".cache/tinylm"],
 }
 
 
 # ---------------------------------------------------------------------------------------------
-# Parsing
-
-
-@dataclass(frozen=True)
-class Command:
-    text: str  # as written: continuations joined, comment and surrounding space removed
-    where: str  # FILE:LINE
-    output: tuple[str, ...] = ()  # a console transcript's lines under the command
-
-
-def strip_comment(line: str) -> str:
-    """``line`` without a ``#`` comment: a ``#`` outside quotes at the start of a word."""
-    quote, escaped = None, False
-    for i, char in enumerate(line):
-        if escaped:  # the character after a backslash is literal
-            escaped = False
-        elif char == "\\" and quote != "'":
-            escaped = True
-        elif quote:
-            if char == quote:
-                quote = None
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (i == 0 or line[i - 1].isspace()):
-            return line[:i].rstrip()
-    return line.rstrip()
-
-
-def fenced_blocks(text: str) -> list[tuple[str, int, list[str]]]:
-    """(tag, line number of the first body line, body lines) of every fenced block."""
-    blocks, lines, i = [], text.splitlines(), 0
-    while i < len(lines):
-        opening = re.match(r"^(\s*)(```+)(.*)$", lines[i])
-        if not opening:
-            i += 1
-            continue
-        fence, tag = opening.group(2), opening.group(3).strip()
-        start, i = i + 2, i + 1
-        body = []
-        while i < len(lines) and not lines[i].strip().startswith(fence):
-            body.append(lines[i])
-            i += 1
-        blocks.append((tag, start, body))
-        i += 1
-    return blocks
-
-
-def shell_commands(tag: str, body: list[str], where: str, first_line: int) -> list[Command]:
-    """The commands of one ``bash`` or ``console`` block."""
-    commands: list[Command] = []
-    pending, pending_line = "", first_line
-    for number, raw in enumerate(body, start=first_line):
-        if tag == "console":
-            if raw.startswith("$ "):
-                commands.append(Command(raw[2:].strip(), f"{where}:{number}"))
-            elif commands and raw.strip():
-                last = commands[-1]
-                commands[-1] = Command(last.text, last.where, (*last.output, raw.strip()))
-            continue
-        if not pending:
-            pending_line = number
-        line = strip_comment(raw)
-        if line.endswith("\\"):
-            pending += line[:-1].strip() + " "
-            continue
-        text = (pending + line.strip()).strip()
-        pending = ""
-        if text:
-            commands.append(Command(text, f"{where}:{pending_line}"))
-    assert not pending, f"{where}: a line continuation runs off the end of its block"
-    return commands
+# The docs' commands
 
 
 def doc_commands() -> list[Command]:
@@ -309,29 +248,13 @@ def doc_commands() -> list[Command]:
     return commands
 
 
-def split_env(text: str) -> tuple[dict[str, str], list[str]]:
-    """The leading ``VAR=value`` words of a command, and the rest of its words."""
-    words = shlex.split(text)
-    env = {}
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
-        key, value = words.pop(0).split("=", 1)
-        env[key] = value
-    return env, words
-
-
 def is_placeholder_definition(text: str) -> bool:
     env, words = split_env(text)
     return not words and len(env) == 1 and next(iter(env)) in PLACEHOLDERS
 
 
-def is_sweep_value(value: str) -> bool:
-    return "," in value and not value.startswith(("[", "{", "'", '"'))
-
-
 # ---------------------------------------------------------------------------------------------
 # Turning a docs command into a job
-
-
 @dataclass
 class Job:
     key: tuple  # what makes two commands the same job
@@ -339,15 +262,6 @@ class Job:
     argv: list[str]  # for the child: [script, *args] or ["-m", module, *args]
     out: str | None  # the output directory (train.py), relative to the scratch directory
     commands: list[str] = field(default_factory=list)  # the docs commands it stands for
-
-
-def substitute(text: str, dirs: dict[str, str]) -> str:
-    def replace(match: re.Match) -> str:
-        name = match.group(1)
-        assert name in dirs, f"unknown placeholder ${name} in {text!r}"
-        return shlex.quote(dirs[name])
-
-    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", replace, text)
 
 
 def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
@@ -402,70 +316,6 @@ def build_jobs(commands: list[Command], ws: Path) -> tuple[list[Job], dict[str, 
             if text == producer:
                 dirs[name] = str(ws / job.out)
     return list(jobs.values()), of_command
-
-
-# ---------------------------------------------------------------------------------------------
-# The fork server: imports once, then one forked child per job
-
-
-SERVER = r"""
-import json, os, runpy, signal, sys, time, traceback
-spec = json.load(open(sys.argv[1]))
-sys.path.insert(0, spec["root"])
-import train, modes.train, modes.eval, modes.generate, modes.attention, modes.export
-import modes.sweep, modes.summary  # noqa: the imports every child would otherwise repeat
-results = []
-for job in spec["jobs"]:
-    started = time.time()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setpgrp()
-            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.chdir(job["cwd"])
-            os.environ.update(job["env"])
-            argv = job["argv"]
-            try:
-                if argv[0] == "-m":
-                    sys.argv = ["python", *argv[2:]]
-                    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-                else:
-                    sys.argv = list(argv)
-                    runpy.run_path(argv[0], run_name="__main__")
-                code = 0
-            except SystemExit as exc:
-                if exc.code is None or isinstance(exc.code, int):
-                    code = exc.code or 0
-                else:
-                    print(exc.code, file=sys.stderr)
-            except BaseException:
-                traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    deadline = started + job["timeout"]
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            rc = os.waitstatus_to_exitcode(status)
-            break
-        if time.time() > deadline:
-            os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            rc = "timeout"
-            break
-        time.sleep(0.05)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # what it left running (launcher workers)
-    except (ProcessLookupError, PermissionError):
-        pass
-    results.append({"rc": rc, "seconds": round(time.time() - started, 1)})
-    json.dump(results, open(sys.argv[2], "w"))
-"""
 
 
 def write_inputs(ws: Path) -> None:
@@ -524,7 +374,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     env.pop("TINYLM_DEBUG", None)
     subprocess.run(
-        [sys.executable, "-c", SERVER, str(ws / "jobs.json"), str(ws / "results.json")],
+        [sys.executable, str(SERVER), str(ws / "jobs.json"), str(ws / "results.json")],
         cwd=ws,
         env=env,
         timeout=900,
@@ -599,6 +449,26 @@ def test_the_docs_have_commands_and_the_producers() -> None:
     assert len(texts) > 40
     for name, producer in PRODUCERS.items():
         assert producer in texts, f"the docs no longer run {producer!r}, which makes ${name}"
+
+
+# The README's everyday commands: a front page that lost one of these lost its purpose.
+EVERYDAY = (
+    "python train.py",
+    "python train.py model=bert",
+    "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2",
+    "python train.py mode=eval ckpt_path=$RUN",
+    "python train.py mode=generate ckpt_path=$RUN/checkpoints/best.ckpt",
+    "python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt",
+    "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt",
+    "python train.py experiment=shakespeare_char",
+    "python train.py trainer=ddp",
+)
+
+
+def test_the_readme_shows_the_everyday_commands() -> None:
+    readme = [c.text for c in COMMANDS if c.where.startswith("README.md:")]
+    missing = [e for e in EVERYDAY if not any(t == e or t.startswith(e + " ") for t in readme)]
+    assert not missing, f"the README no longer shows {missing}"
 
 
 def test_every_command_is_run_or_listed() -> None:

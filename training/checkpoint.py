@@ -134,6 +134,7 @@ def export_safetensors(loaded: LoadedCheckpoint, out_path: str | Path) -> Path:
     from safetensors.torch import save_model
 
     out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)  # export.path=new/dir/NAME.safetensors
     metadata = {
         "model_config": json.dumps(loaded.config.to_dict()),
         "tokenizer_json": loaded.tokenizer_json,
