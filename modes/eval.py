@@ -14,19 +14,18 @@ replaces its own record and keeps every other.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 
-from common.files import stable_hash, write_text_atomically
+from common.files import stable_hash
 from conf.schema import Settings
 from data.config import DataConfig
 from data.evaluation import data_to_evaluate
 from data.examples import check_stride
-from modes.report import format_value, markdown_table, natural_key, read_metrics
+from modes.report import append_records, format_value, markdown_table, natural_key, read_run
 from modes.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -34,7 +33,7 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from training.checkpoint import check_no_model_overrides, read_checkpoint
+from training.checkpoint import check_no_model_overrides, check_not_hf_export, read_checkpoint
 from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
 
@@ -65,7 +64,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     if len(rows) > 1:  # a sweep: its configurations, seeds as replicates
         results["configurations"] = by_configuration(rows)
         print(results["configurations"])
-    out = record_results((target if target.is_dir() else target.parent) / RESULTS_FILE, rows)
+    out = append_records(
+        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
+    )
     print(f"wrote {out}")
     return {**results, "eval_jsonl": str(out)}
 
@@ -75,8 +76,12 @@ def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
     every swept key but the seed; modes/summary.py), as a markdown table."""
     runs = []
     for row in rows:
-        stored = read_metrics(Path(row["checkpoint"]).parent.parent) or {}
-        runs.append({"overrides": stored.get("overrides", {}), "status": "completed", **row})
+        run_dir = Path(row["checkpoint"]).parent.parent
+        stored = read_run(run_dir, "the run is grouped without its settings") or {}
+        run = {"status": "completed", **row}
+        if "overrides" in stored:  # none recorded: the run sets no key apart (summary.swept_keys)
+            run["overrides"] = stored["overrides"]
+        runs.append(run)
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
     configs = group_runs(runs, keys, metric="loss")
     others = [m for m in METRICS if m != "loss"]
@@ -90,6 +95,7 @@ def checkpoints_to_evaluate(target: Path) -> list[Path]:
         return [target]
     if not target.is_dir():
         raise FileNotFoundError(f"ckpt_path={target} does not exist")
+    check_not_hf_export(target)
     own = target / "checkpoints" / "best.ckpt"
     found = (
         [own]
@@ -162,21 +168,6 @@ def _stride(stride: int | None, arch: str, window: int) -> int | None:
     stride = window if stride is None else stride
     check_stride(stride, window)
     return stride
-
-
-def record_results(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
-    """Append ``rows`` to the JSON-lines file ``path``, dropping the earlier records of the
-    same evaluations (same ``IDENTITY``); other records stay, in their order."""
-    new = {_identity(row) for row in rows}
-    kept = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                if _identity(record) not in new:
-                    kept.append(record)
-    lines = [json.dumps(r) for r in [*kept, *rows]]
-    return write_text_atomically(path, "\n".join(lines) + "\n")
 
 
 def _identity(record: dict[str, Any]) -> str:

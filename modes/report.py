@@ -1,21 +1,50 @@
-"""Run records and tables: every run directory's ``metrics.json``, and how tinylm prints
-numbers in tables.
+"""Run records and tables: every run directory's ``metrics.json``, the JSON-lines records
+files (``eval.jsonl``), and how tinylm prints numbers in tables.
 
 The train mode writes ``metrics.json`` for completed, interrupted and failed runs alike;
-sweep summaries (``modes/summary.py``) and evaluations read them.
+sweep summaries (``modes/summary.py``) and evaluations read them. A records file gains lines
+and has some replaced; a line tinylm cannot read (cut short by a crash, edited by hand) is
+named in a warning and kept as it is, never in the way of a new record.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common.files import write_text_atomically
+from common.files import write_atomically, write_text_atomically
 
 METRICS_FILE = "metrics.json"
+# The types of the metrics.json fields that summaries, plots and sweep re-runs read.
+_TEXT_FIELDS = ("status", "error")
+_MAPPING_FIELDS = ("overrides", "config")
+_NUMBER_FIELDS = (
+    "step",
+    "best_val_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpc",
+    "val_acc",
+    "tokens_per_sec",
+    "params",
+    "params_with_embeddings",
+)
+# Bytes that are not UTF-8 survive a rewrite of a records file unchanged.
+_ENCODING = {"encoding": "utf-8", "errors": "surrogateescape"}
+_LINES_NAMED = 5  # at most this many unreadable line numbers in one warning
+
+
+class DamagedRecord(ValueError):
+    """A file tinylm wrote that no longer reads as what it wrote."""
+
+
+def warn(message: str) -> None:
+    """One line on stderr, in the style of ``tinylm: error: ...``."""
+    print(f"tinylm: warning: {message}", file=sys.stderr)
 
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
@@ -25,18 +54,129 @@ def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
 
 
 def read_metrics(run_dir: Path) -> dict[str, Any] | None:
+    """The run's metrics.json; None without one. ``DamagedRecord`` names the file and what is
+    wrong when it is not JSON, not an object, or holds a field of the wrong type."""
     path = Path(run_dir) / METRICS_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_bytes())
+    except UnicodeDecodeError:
+        raise DamagedRecord(f"{path} is damaged (not UTF-8 text)") from None
+    except json.JSONDecodeError as err:
+        raise DamagedRecord(
+            f"{path} is damaged (not valid JSON: {err.msg} at line {err.lineno} column {err.colno})"
+        ) from None
+    wrong = _wrong_field(metrics)
+    if wrong:
+        raise DamagedRecord(f"{path} is damaged ({wrong})")
+    return metrics
+
+
+def _wrong_field(metrics: Any) -> str | None:
+    """What makes ``metrics`` unlike a metrics.json tinylm writes, or None."""
+    if not isinstance(metrics, dict):
+        return f"a JSON {type(metrics).__name__}, not an object"
+    expected = {
+        **dict.fromkeys(_TEXT_FIELDS, ((str,), "text")),
+        **dict.fromkeys(_MAPPING_FIELDS, ((dict,), "an object")),
+        **dict.fromkeys(_NUMBER_FIELDS, ((int, float, type(None)), "a number")),
+        "val_curve": ((list,), "a list of [step, loss] pairs"),
+    }
+    for key, (types, name) in expected.items():
+        value = metrics.get(key)
+        if key in metrics and (not isinstance(value, types) or isinstance(value, bool)):
+            return f"its {key} is {json.dumps(value)[:40]}, not {name}"
+    pairs = metrics.get("val_curve") or []
+    if not all(_is_curve_point(point) for point in pairs):
+        return "its val_curve is not a list of [step, loss] pairs"
+    return None
+
+
+def _is_curve_point(point: Any) -> bool:
+    return (
+        isinstance(point, list)
+        and len(point) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in point)
+    )
+
+
+def read_run(run_dir: Path, consequence: str) -> dict[str, Any] | None:
+    """``read_metrics`` for readers that go on past a damaged file: it is named in a warning
+    that ends with ``consequence``, and read as a failed run whose error says why."""
+    try:
+        return read_metrics(run_dir)
+    except DamagedRecord as err:
+        warn(f"{err}; {consequence} (rewrite or delete the file)")
+        return {"status": "failed", "error": str(err)}
 
 
 def collect_runs(sweep_dir: Path) -> list[dict[str, Any]]:
-    """metrics.json of every run directly below ``sweep_dir``, in job order."""
+    """metrics.json of every run directly below ``sweep_dir``, in job order; a damaged one is
+    a failed run."""
     runs = []
     for run_dir in Path(sweep_dir).iterdir():
-        metrics = read_metrics(run_dir) if run_dir.is_dir() else None
+        metrics = read_run(run_dir, "the run counts as failed") if run_dir.is_dir() else None
         if metrics is not None:
             runs.append({"run": run_dir.name, **metrics})
     return sorted(runs, key=lambda r: natural_key(r["run"]))
+
+
+def append_records(
+    path: Path, records: Sequence[dict[str, Any]], identity: Callable[[dict[str, Any]], str]
+) -> Path:
+    """Add ``records`` to the JSON-lines file ``path``, dropping the earlier records of the
+    same ``identity``; every other line stays, unreadable ones included, in its order. The
+    file is rewritten whole and atomically: a crash leaves the old one or the new one."""
+    new = {identity(record) for record in records}
+    kept = [
+        text for text, record in read_records(path) if record is None or identity(record) not in new
+    ]
+    text = "\n".join([*kept, *(json.dumps(record) for record in records)]) + "\n"
+    return write_atomically(path, lambda f: f.write(text.encode(**_ENCODING)))
+
+
+def read_records(path: Path) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each non-blank line of the JSON-lines file ``path`` (none when it is absent) with its
+    record, or None for a line that is not a JSON object; one warning names those lines."""
+    lines = path.read_text(**_ENCODING).split("\n") if path.is_file() else []
+    read, unreadable = [], []
+    for number, text in enumerate(lines, start=1):
+        if text.strip():
+            record, problem = _parse_record(text)
+            read.append((text, record))
+            if problem:
+                unreadable.append((number, problem))
+    if unreadable:
+        warn(_unreadable_lines(path, unreadable))
+    return read
+
+
+def _parse_record(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(record, None), or (None, what is wrong with the line)."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
+        return None, f"{err.msg} at column {err.colno}"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    return record, None
+
+
+def _unreadable_lines(path: Path, unreadable: Sequence[tuple[int, str]]) -> str:
+    first, problem = unreadable[0]
+    if len(unreadable) == 1:
+        return (
+            f"{path} line {first} is not a JSON record ({problem}); it is kept as it is, and "
+            "new records are still added"
+        )
+    numbers = [str(number) for number, _ in unreadable[:_LINES_NAMED]]
+    if len(unreadable) > _LINES_NAMED:
+        numbers.append(f"{len(unreadable) - _LINES_NAMED} more")
+    return (
+        f"{path} lines {', '.join(numbers)} are not JSON records (line {first}: {problem}); "
+        "they are kept as they are, and new records are still added"
+    )
 
 
 def format_value(value: Any) -> Any:

@@ -74,13 +74,15 @@ class Configuration:
 
 
 def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
-    """Override keys whose value differs between runs, in the order the user typed them."""
+    """Override keys whose value differs between runs, in the order the user typed them. A
+    run without recorded overrides (its metrics.json was damaged) sets no key apart."""
+    recorded = [run["overrides"] for run in runs if "overrides" in run]
     keys: list[str] = []
-    for run in runs:
-        for key in run.get("overrides", {}):
+    for overrides in recorded:
+        for key in overrides:
             if key not in keys:
                 keys.append(key)
-    return [k for k in keys if len({str(r.get("overrides", {}).get(k)) for r in runs}) > 1]
+    return [k for k in keys if len({str(o.get(k)) for o in recorded}) > 1]
 
 
 def group_runs(

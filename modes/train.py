@@ -25,7 +25,7 @@ from data.tokenizer import save_tokenizer
 from models.transformer import Decoder, Encoder
 from modes import Interrupted, SweepConflict
 from modes.inference import sample_text
-from modes.report import read_metrics, write_metrics
+from modes.report import DamagedRecord, read_metrics, write_metrics
 from training.callbacks import SaveOnInterrupt
 from training.checkpoint import check_resume, read_checkpoint
 from training.task import LanguageModelTask, task_class
@@ -170,7 +170,14 @@ def _sweep_job_state(
     completed (returning its stored metrics), resume it from checkpoints/last.ckpt when it got
     that far; refuse when the earlier run had other settings. A job without a record leaves a
     "running" one, so that even a job killed before its first checkpoint is recognised."""
-    stored = read_metrics(out_dir)
+    try:
+        stored = read_metrics(out_dir)
+    except DamagedRecord as err:  # stop rather than overwrite it: it may be a finished run's
+        raise SweepConflict(
+            f"{err}, so whether {out_dir} holds this job cannot be checked; delete that file "
+            "to run the job again (from its checkpoints/last.ckpt when there is one), or give "
+            "a new hydra.sweep.dir"
+        ) from None
     if stored is None:
         if global_rank() == 0:
             write_metrics(out_dir, {"status": "running", "overrides": overrides})

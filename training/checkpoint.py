@@ -8,6 +8,7 @@ arbitrary pickled code to load is refused, never executed.
 
 from __future__ import annotations
 
+import codecs
 import json
 import pickle
 import zipfile
@@ -23,6 +24,9 @@ from models.config import ModelConfig
 from models.transformer import build_model
 
 _REQUIRED_HPARAMS = ("model_config", "tokenizer_json")
+_SNIFF_BYTES = 4096  # enough to tell what a file that is not a checkpoint looks like
+_ZIP_MAGIC = b"PK\x03\x04"
+_PICKLE_PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")  # torch's legacy format: protocol 2
 
 
 @dataclass
@@ -39,15 +43,18 @@ class LoadedCheckpoint:
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """``torch.load(weights_only=True)`` with errors that say what is wrong with the file."""
+    """``torch.load(weights_only=True)`` with errors that say what is wrong with the file: one
+    that is no checkpoint at all is named by what it looks like before torch reads it."""
     path = Path(path)
     if path.is_dir():
+        check_not_hf_export(path)
         raise IsADirectoryError(
             f"{path} is a directory; pass a checkpoint file such as "
             f"{path}/checkpoints/best.ckpt or {path}/checkpoints/last.ckpt"
         )
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    _check_torch_file(path)
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
@@ -58,11 +65,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"re-save its state_dict. Detail: {str(err).splitlines()[0]}"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(
-            f"cannot read checkpoint {path}: the file is truncated or not a PyTorch checkpoint "
-            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'empty'}). "
-            "Use another checkpoint of the run, e.g. last.ckpt or best.ckpt."
-        ) from None
+        raise _damaged(path, err) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ValueError(f"{path} is not a tinylm checkpoint (no state_dict in it)")
     hparams = checkpoint.get("hyper_parameters") or {}
@@ -72,6 +75,96 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"{path} is not a tinylm checkpoint: its hyper_parameters lack {', '.join(missing)}"
         )
     return checkpoint
+
+
+def check_not_hf_export(folder: Path) -> None:
+    """A Hugging Face folder (what ``export.format=hf`` writes) given as ``ckpt_path`` is
+    named as one: it holds the same weights, but no checkpoint."""
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+        raise ValueError(
+            f"{folder} is a Hugging Face export folder (config.json, model.safetensors), not a "
+            "checkpoint: load it with transformers' from_pretrained, or pass the checkpoint it "
+            "was exported from, a .ckpt file such as RUN/checkpoints/best.ckpt"
+        )
+
+
+def _check_torch_file(path: Path) -> None:
+    """What torch.save writes is a zip archive holding a ``data.pkl`` (or, from old
+    versions, a pickle); anything else is named by what it looks like, since torch.load would
+    call random bytes a pickle that needs code."""
+    with open(path, "rb") as f:
+        head = f.read(_SNIFF_BYTES)
+    if head.startswith(_ZIP_MAGIC):
+        _check_torch_archive(path)
+        return
+    if head[:1] == b"\x80" and head[1:2] in _PICKLE_PROTOCOLS:
+        return  # torch.load(weights_only=True) says whether it needs code
+    raise ValueError(f"{path} {_looks_like(path, head)}; {_what_to_pass(path)}")
+
+
+def _check_torch_archive(path: Path) -> None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except zipfile.BadZipFile as err:
+        raise _damaged(path, err) from None
+    if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in names):
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise ValueError(
+            f"{path} is a zip archive of other files ({shown or 'none'}), not a checkpoint "
+            f"(torch.save writes a data.pkl in it); {_what_to_pass(path)}"
+        )
+
+
+def _looks_like(path: Path, head: bytes) -> str:
+    """What a file that is neither a zip archive nor a pickle is, as the rest of a sentence
+    that starts with its name."""
+    if not head:
+        return "is empty (0 bytes), not a checkpoint (a crash while saving can leave one)"
+    header = int.from_bytes(head[:8], "little")
+    if head[8:9] == b"{" and 0 < header <= path.stat().st_size - 8:
+        return (
+            "is a safetensors file, weights only (as mode=export writes them), not a "
+            "checkpoint: tinylm reads its own checkpoints, so pass the .ckpt it was exported "
+            "from instead"
+        )
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(head)  # may end mid-character
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\x00" in text:
+        return (
+            f"is not a checkpoint: it holds binary data of no known kind (it starts with bytes "
+            f"{head[:8].hex(' ')}), not the zip archive torch.save writes nor a pickle"
+        )
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"is {_text_kind(path, text)}, not a checkpoint (it starts with {first[:40]!r})"
+
+
+def _text_kind(path: Path, text: str) -> str:
+    if '"added_tokens"' in text:
+        return "a tokenizer (tokenizer.json, JSON text)"
+    if text.lstrip()[:1] in ("{", "["):
+        return "a JSON text file"
+    if path.suffix in (".yaml", ".yml"):
+        return "a YAML text file"
+    return "a text file"
+
+
+def _what_to_pass(path: Path) -> str:
+    """The checkpoints beside ``path`` (or in its run directory's checkpoints/), else the
+    usual place of one."""
+    near = sorted({*path.parent.glob("*.ckpt"), *path.parent.glob("checkpoints/*.ckpt")})
+    near = [p for p in near if p != path]
+    return f"pass a checkpoint file such as {near[0] if near else 'RUN/checkpoints/best.ckpt'}"
+
+
+def _damaged(path: Path, err: Exception) -> ValueError:
+    detail = str(err).splitlines()[0] if str(err) else "empty"
+    return ValueError(
+        f"cannot read checkpoint {path}: it is truncated or damaged ({type(err).__name__}: "
+        f"{detail}). Use another checkpoint of the run, e.g. last.ckpt or best.ckpt."
+    )
 
 
 def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
