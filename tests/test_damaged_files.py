@@ -8,6 +8,7 @@ import csv
 import json
 import random
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -171,33 +172,39 @@ def _safetensors(path: Path) -> Path:
 
 
 def _not_checkpoints(root: Path) -> dict[str, tuple[Path, str]]:
-    """Each kind of file users pass by mistake, with what its message must say."""
-    (root / "hf").mkdir()
-    (root / "hf" / "config.json").write_text('{"model_type": "gpt2"}')
-    _safetensors(root / "hf" / "model.safetensors")
+    """Each kind of file users pass by mistake, in a run directory whose
+    checkpoints/best.ckpt needs code to load, with what its message must say."""
+    run_dir = root / "run"
+    (run_dir / "hf").mkdir(parents=True)
+    (run_dir / "hf" / "config.json").write_text('{"model_type": "gpt2"}')
+    _safetensors(run_dir / "hf" / "model.safetensors")
     files = {
-        "random.ckpt": b"\x13\x37" + random.Random(0).randbytes(254),  # no zip or pickle start
+        "random.bin": b"\x13\x37" + random.Random(0).randbytes(254),  # no zip or pickle start
         "tokenizer.json": b'{"version": "1.0", "added_tokens": [], "model": {}}',
         "config.yaml": b"model:\n  arch: decoder\n",
         "empty.ckpt": b"",
     }
     for name, data in files.items():
-        (root / name).write_bytes(data)
-    torch.save({"state_dict": {}, "extra": Custom()}, root / "custom.ckpt")
+        (run_dir / name).write_bytes(data)
+    with zipfile.ZipFile(run_dir / "notes.zip", "w") as archive:
+        archive.writestr("notes.txt", "not weights")
+    (run_dir / "checkpoints").mkdir()
+    torch.save({"state_dict": {}, "extra": Custom()}, run_dir / "checkpoints" / "best.ckpt")
     return {
-        "random bytes": (root / "random.ckpt", "holds binary data of no known kind"),
-        "tokenizer": (root / "tokenizer.json", "is a tokenizer (tokenizer.json, JSON text)"),
-        "yaml": (root / "config.yaml", "is a YAML text file, not a checkpoint"),
-        "safetensors": (_safetensors(root / "w.safetensors"), "is a safetensors file"),
-        "hf folder": (root / "hf", "is a Hugging Face export folder"),
-        "empty": (root / "empty.ckpt", "is empty (0 bytes), not a checkpoint"),
-        "custom class": (root / "custom.ckpt", "pickled Python objects that would run"),
+        "random bytes": (run_dir / "random.bin", "is not a checkpoint: it holds binary data"),
+        "tokenizer": (run_dir / "tokenizer.json", "is a tokenizer (tokenizer.json, JSON text)"),
+        "yaml": (run_dir / "config.yaml", "is a YAML text file, not a checkpoint"),
+        "zip": (run_dir / "notes.zip", "is a zip archive of other files (notes.txt)"),
+        "empty": (run_dir / "empty.ckpt", "is empty (0 bytes), not a checkpoint"),
+        "safetensors": (_safetensors(run_dir / "w.safetensors"), "is a safetensors file"),
+        "hf folder": (run_dir / "hf", "is a Hugging Face export folder"),
+        "custom class": (run_dir / "checkpoints" / "best.ckpt", "pickled Python objects"),
     }
 
 
 @pytest.mark.parametrize(
     "kind",
-    ["random bytes", "tokenizer", "yaml", "safetensors", "hf folder", "empty", "custom class"],
+    ["random bytes", "tokenizer", "yaml", "zip", "empty", "safetensors", "hf folder"],
 )
 @pytest.mark.parametrize("mode", ["generate", "eval"])
 def test_a_file_that_is_no_checkpoint_is_named_as_such(
@@ -208,13 +215,21 @@ def test_a_file_that_is_no_checkpoint_is_named_as_such(
         execute(make_cfg(f"mode={mode}", f"ckpt_path={path}"))
     assert stopped.value.code == 1
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("tinylm: error: ") and str(path) in line and said in line
-    if kind != "custom class":
-        assert "arbitrary code" not in line
-    if kind in ("random bytes", "tokenizer", "yaml"):
-        assert "pass a checkpoint file such as" in line
-    if kind in ("safetensors", "hf folder"):
-        assert "pass the .ckpt" in line or "pass the checkpoint it was exported from" in line
+    assert line.startswith(f"tinylm: error: {path} {said}")
+    assert "arbitrary code" not in line
+    exported = kind in ("safetensors", "hf folder")
+    instead = "pass the .ckpt it was exported from, a" if exported else "pass a"
+    assert line.endswith(f"{instead} checkpoint file such as {tmp_path}/run/checkpoints/best.ckpt")
+
+
+def test_a_checkpoint_that_needs_code_still_gets_the_pickle_message(
+    tmp_path: Path, make_cfg, capsys
+) -> None:
+    path, said = _not_checkpoints(tmp_path)["custom class"]
+    with pytest.raises(SystemExit):
+        execute(make_cfg("mode=generate", f"ckpt_path={path}"))
+    err = capsys.readouterr().err
+    assert err.startswith(f"tinylm: error: refusing to load {path}: it contains {said}")
 
 
 def test_random_bytes_through_train_py_give_one_line(tmp_path: Path) -> None:

@@ -83,8 +83,8 @@ def check_not_hf_export(folder: Path) -> None:
     if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
         raise ValueError(
             f"{folder} is a Hugging Face export folder (config.json, model.safetensors), not a "
-            "checkpoint: load it with transformers' from_pretrained, or pass the checkpoint it "
-            "was exported from, a .ckpt file such as RUN/checkpoints/best.ckpt"
+            "checkpoint: load it with transformers' from_pretrained, or pass the .ckpt it was "
+            f"exported from, {_checkpoint_near(folder)}"
         )
 
 
@@ -99,7 +99,13 @@ def _check_torch_file(path: Path) -> None:
         return
     if head[:1] == b"\x80" and head[1:2] in _PICKLE_PROTOCOLS:
         return  # torch.load(weights_only=True) says whether it needs code
-    raise ValueError(f"{path} {_looks_like(path, head)}; {_what_to_pass(path)}")
+    header = int.from_bytes(head[:8], "little")  # safetensors: header size, then JSON
+    if head[8:9] == b"{" and 0 < header <= path.stat().st_size - 8:
+        raise ValueError(
+            f"{path} is a safetensors file (weights only, as mode=export writes them), not a "
+            f"checkpoint: pass the .ckpt it was exported from, {_checkpoint_near(path)}"
+        )
+    raise ValueError(f"{path} {_looks_like(path, head)}; pass {_checkpoint_near(path)}")
 
 
 def _check_torch_archive(path: Path) -> None:
@@ -112,22 +118,15 @@ def _check_torch_archive(path: Path) -> None:
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
         raise ValueError(
             f"{path} is a zip archive of other files ({shown or 'none'}), not a checkpoint "
-            f"(torch.save writes a data.pkl in it); {_what_to_pass(path)}"
+            f"(torch.save writes a data.pkl in it); pass {_checkpoint_near(path)}"
         )
 
 
 def _looks_like(path: Path, head: bytes) -> str:
-    """What a file that is neither a zip archive nor a pickle is, as the rest of a sentence
+    """What a file that is no zip archive, pickle or safetensors is, as the rest of a sentence
     that starts with its name."""
     if not head:
         return "is empty (0 bytes), not a checkpoint (a crash while saving can leave one)"
-    header = int.from_bytes(head[:8], "little")
-    if head[8:9] == b"{" and 0 < header <= path.stat().st_size - 8:
-        return (
-            "is a safetensors file, weights only (as mode=export writes them), not a "
-            "checkpoint: tinylm reads its own checkpoints, so pass the .ckpt it was exported "
-            "from instead"
-        )
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(head)  # may end mid-character
     except UnicodeDecodeError:
@@ -151,12 +150,12 @@ def _text_kind(path: Path, text: str) -> str:
     return "a text file"
 
 
-def _what_to_pass(path: Path) -> str:
-    """The checkpoints beside ``path`` (or in its run directory's checkpoints/), else the
-    usual place of one."""
+def _checkpoint_near(path: Path) -> str:
+    """A checkpoint beside ``path`` (or in the checkpoints/ folder beside it), else the usual
+    place of one."""
     near = sorted({*path.parent.glob("*.ckpt"), *path.parent.glob("checkpoints/*.ckpt")})
     near = [p for p in near if p != path]
-    return f"pass a checkpoint file such as {near[0] if near else 'RUN/checkpoints/best.ckpt'}"
+    return f"a checkpoint file such as {near[0] if near else 'RUN/checkpoints/best.ckpt'}"
 
 
 def _damaged(path: Path, err: Exception) -> ValueError:
