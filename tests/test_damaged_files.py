@@ -22,6 +22,7 @@ from modes.sweep_summary import write_sweep_summary
 from modes.train import _sweep_job_state
 from tests.conftest import train_py
 from train import execute, run
+from training.checkpoint import read_checkpoint
 
 # A record whose last line was cut short by a crash (no newline after it either).
 CUT_LINE = '{"checkpoint": "/old/best.ckpt", "loss": 2.3'
@@ -220,6 +221,23 @@ def test_a_file_that_is_no_checkpoint_is_named_as_such(
     exported = kind in ("safetensors", "hf folder")
     instead = "pass the .ckpt it was exported from, a" if exported else "pass a"
     assert line.endswith(f"{instead} checkpoint file such as {tmp_path}/run/checkpoints/best.ckpt")
+
+
+@pytest.mark.parametrize("export", ["best.safetensors", "best-hf"])
+def test_an_export_names_the_checkpoint_it_came_from(tmp_path: Path, export: str) -> None:
+    for name in ("another.ckpt", "best.ckpt"):
+        (tmp_path / name).write_bytes(b"")
+    if export.endswith("-hf"):
+        (tmp_path / export).mkdir()
+        (tmp_path / export / "config.json").write_text("{}")
+        _safetensors(tmp_path / export / "model.safetensors")
+    else:
+        _safetensors(tmp_path / export)
+    with pytest.raises(ValueError) as refused:
+        read_checkpoint(tmp_path / export)
+    assert str(refused.value).endswith(
+        f"exported from, a checkpoint file such as {tmp_path}/best.ckpt"
+    )
 
 
 def test_a_checkpoint_that_needs_code_still_gets_the_pickle_message(

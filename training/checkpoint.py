@@ -151,10 +151,12 @@ def _text_kind(path: Path, text: str) -> str:
 
 
 def _checkpoint_near(path: Path) -> str:
-    """A checkpoint beside ``path`` (or in the checkpoints/ folder beside it), else the usual
+    """The checkpoint ``path`` was exported from (mode=export names X.safetensors and X-hf/
+    after X.ckpt), else one beside it or in the checkpoints/ folder beside it, else the usual
     place of one."""
-    near = sorted({*path.parent.glob("*.ckpt"), *path.parent.glob("checkpoints/*.ckpt")})
-    near = [p for p in near if p != path]
+    source = path.with_name(f"{path.stem.removesuffix('-hf')}.ckpt")
+    found = sorted({*path.parent.glob("*.ckpt"), *path.parent.glob("checkpoints/*.ckpt")})
+    near = [p for p in [source, *found] if p.is_file() and p != path]
     return f"a checkpoint file such as {near[0] if near else 'RUN/checkpoints/best.ckpt'}"
 
 
