@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+# The argument parser hydra.main itself uses, so flags and overrides split here as there.
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override
