@@ -20,6 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 import modes
+from conf.command_line import check_command_line
 from conf.hydra_runtime import job_overrides, parse_settings, sweep_dir
 
 # Quiet, offline-safe defaults; the environment can still override each one.
@@ -88,11 +89,27 @@ def execute(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> float | None:
         if sweep_dir() is not None:
             _record_failure(cfg, err)
             return None
-        if isinstance(err, USER_ERRORS) and not os.environ.get("TINYLM_DEBUG"):
-            print(f"tinylm: error: {err}", file=sys.stderr)
-            raise SystemExit(1) from None
+        exit_on_user_error(err)
         raise
     return metrics.get("best_val_loss")
+
+
+def exit_on_user_error(err: Exception) -> None:
+    """A user error (``USER_ERRORS``) prints one line and exits 1; TINYLM_DEBUG=1 keeps it for
+    the caller to re-raise, with its traceback."""
+    if isinstance(err, USER_ERRORS) and not os.environ.get("TINYLM_DEBUG"):
+        print(f"tinylm: error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def check_arguments(args: Sequence[str]) -> None:
+    """Unknown keys and group choices in ``args``, answered under the exit policy before Hydra
+    composes: a sweep with one starts no job."""
+    try:
+        check_command_line(args)
+    except ValueError as err:
+        exit_on_user_error(err)
+        raise
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
@@ -146,4 +163,5 @@ def _record_failure(cfg: DictConfig, err: Exception) -> None:
 
 if __name__ == "__main__":
     sys.argv[1:] = verbatim_prompt(sys.argv[1:])
+    check_arguments(sys.argv[1:])
     main()

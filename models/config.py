@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,17 +53,28 @@ def check_field_types(config: Any, prefix: str = "") -> None:
             )
 
 
-def check_known_keys(cls: type, values: dict[str, Any], prefix: str) -> None:
-    """Reject keys that are not fields of the dataclass ``cls``, suggesting the closest one."""
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in values if k not in valid]
+def closest(name: str, valid: Sequence[str]) -> str | None:
+    """The entry of ``valid`` a mistyped ``name`` most likely meant, or None: the one
+    did-you-mean of every key and choice check."""
+    close = difflib.get_close_matches(name, valid, n=1)
+    return close[0] if close else None
+
+
+def check_names(keys: Iterable[str], valid: Sequence[str], prefix: str) -> None:
+    """Reject the ``keys`` that are not in ``valid``, each with the closest valid one."""
+    unknown = [str(k) for k in keys if k not in valid]
     if not unknown:
         return
     hints = []
     for key in unknown:
-        close = difflib.get_close_matches(str(key), valid, n=1)
-        hints.append(f"{prefix}{key}" + (f" (did you mean {prefix}{close[0]}?)" if close else ""))
+        hint = closest(key, valid)
+        hints.append(f"{prefix}{key}" + (f" (did you mean {prefix}{hint}?)" if hint else ""))
     raise ValueError(f"unknown key(s) {', '.join(hints)}; valid keys: {', '.join(valid)}")
+
+
+def check_known_keys(cls: type, keys: Iterable[str], prefix: str) -> None:
+    """Reject keys that are not fields of the dataclass ``cls``, suggesting the closest one."""
+    check_names(keys, [f.name for f in dataclasses.fields(cls)], prefix)
 
 
 def check_head_count(width_name: str, width: int, num_heads: int) -> None:

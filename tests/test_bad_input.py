@@ -104,14 +104,14 @@ def test_bad_configuration_names_key_value_and_fix(
 
 
 CLI_ERRORS = [
-    (["model=gpt3"], "Available options in 'model'"),
-    (["model.num_head=4"], "Key 'num_head' is not in struct"),
+    (["model=gpt3"], "model=gpt3 is unknown (did you mean model=gpt?); choose one of: bert, gpt"),
+    (["model.num_head=4"], "unknown key(s) model.num_head (did you mean model.num_heads?)"),
     (["+data.colum=x"], "unknown key(s) data.colum"),
     (["data=text", "data.path={d}/empty.txt"], "is an empty file"),
 ]
 CLI_ERRORS_SLOW = [
-    (["trainer=tpu"], "Available options in 'trainer'"),
-    (["data=wikitext3"], "Available options in 'data'"),
+    (["trainer=tpu"], "trainer=tpu is unknown (did you mean trainer=gpu?); choose one of: cpu"),
+    (["data=wikitext3"], "data=wikitext3 is unknown (did you mean data=wikitext2?)"),
     (["model.num_heads=3"], "valid head counts for 32"),
     (["data.batch_size=0"], "data.batch_size=0"),
 ]

@@ -200,6 +200,8 @@ QUICK = {
 # console transcript shows under the command).
 FAILS = {
     "python train.py model.num_heads=3": (1, None),
+    "python train.py model.num_head=4": (1, None),
+    "python train.py model=gtp": (1, None),
     "TINYLM_DEBUG=1 python train.py model.num_heads=3": (1, "Traceback"),
 }
 

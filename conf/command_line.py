@@ -1,0 +1,104 @@
+"""The command line's keys and group choices, checked before Hydra composes anything.
+
+Hydra answers a mistyped key (``model.num_head=4``) with advice to add ``+``, after which
+tinylm's did-you-mean comes only on a second try, and a mistyped group choice (``model=gtp``)
+with its search path. Checked here on the command line's own words, read with Hydra's
+argument and override parsers, both get one line before any data is read or any job of a
+sweep starts. Each group's keys are its dataclass's fields (``conf.schema.GROUPS``, the top
+level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. Values are left to the
+dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+# The argument parser hydra.main itself uses, so flags and overrides split here as there.
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob, Override
+from hydra.errors import OverrideParseException
+
+from conf.schema import GROUPS, JobConfig
+from models.config import check_names, closest
+
+CONF = Path(__file__).resolve().parent
+
+
+def check_command_line(argv: Sequence[str]) -> None:
+    """Raise ValueError for the first unknown group choice in ``argv`` (``train.py``'s
+    arguments, Hydra's flags included), else for the unknown keys of the first scope (a group,
+    or the top level) that has any, in command-line order."""
+    args = get_args_parser().parse_args(argv)
+    if args.shell_completion or args.experimental_rerun:
+        return  # their words are not overrides of this config
+    try:
+        overrides = OverridesParser.create().parse_overrides(args.overrides)
+    except OverrideParseException:
+        return  # a syntax error: Hydra's message points at it
+    # --config-path swaps the primary config directory: its groups are not known here.
+    choices = {} if args.config_path else group_choices([CONF, *_extra_dirs(args.config_dir)])
+    groups = tuple(sorted({*GROUPS, *choices}))
+    top_level = (*_field_names(JobConfig), *groups)
+    keys: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (prefix, valid keys) -> keys
+    for override in overrides:
+        if override.is_hydra_override() or override.key_or_group == "hydra" or override.package:
+            continue
+        head, _, rest = override.key_or_group.partition(".")
+        if not rest and head in choices:
+            for choice in _chosen(override):
+                _check_choice(head, choice, choices[head])
+        elif rest and head in GROUPS:
+            scope = (f"{head}.", _field_names(GROUPS[head]))
+            keys.setdefault(scope, []).append(rest.split(".")[0])  # data.path.train: path
+        elif not rest:
+            keys.setdefault(("", top_level), []).append(head)
+        elif head not in top_level:
+            # Only a group has keys below it: modle.num_heads meant a group, not mode.
+            keys.setdefault(("", groups), []).append(head)
+    for (prefix, valid), names in keys.items():
+        check_names(names, valid, prefix)
+
+
+def group_choices(config_dirs: Sequence[Path]) -> dict[str, list[str]]:
+    """Each config group of ``config_dirs`` (a folder of YAML files, Hydra's own excepted) ->
+    its choices, the files' paths without ``.yaml``."""
+    found: dict[str, set[str]] = {}
+    for root in config_dirs:
+        for group in (p for p in root.iterdir() if p.is_dir() and p.name != "hydra"):
+            names = {str(f.relative_to(group).with_suffix("")) for f in group.rglob("*.yaml")}
+            if names:
+                found.setdefault(group.name, set()).update(names)
+    return {group: sorted(names) for group, names in found.items()}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _extra_dirs(config_dir: str | None) -> list[Path]:
+    """``--config-dir``'s folder, which Hydra searches besides ``conf/``."""
+    return [Path(config_dir)] if config_dir and Path(config_dir).is_dir() else []
+
+
+def _chosen(override: Override) -> Iterator[str]:
+    """The choices a group override names: one, or each of a sweep's list. Globs, ranges and
+    ``null`` name no file of their own: Hydra resolves them."""
+    value = override.value()
+    if isinstance(value, str):
+        yield value
+    elif override.is_choice_sweep() and not isinstance(value, Glob):
+        yield from override.sweep_string_iterator()
+
+
+def _check_choice(group: str, choice: str, valid: list[str]) -> None:
+    if choice in valid:
+        return
+    hint = closest(choice, valid)
+    guess = f" (did you mean {group}={hint}?)" if hint else ""
+    raise ValueError(
+        f"{group}={choice} is unknown{guess}; choose one of: {', '.join(valid)} "
+        f"(conf/{group}/*.yaml)"
+    )
