@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,14 @@ class DataConfig:
     tokenizer: None picks the architecture's default (decoder -> bpe, encoder -> wordpiece);
     otherwise bpe | wordpiece | char (trained on the train split), a path to a tokenizer.json
     (or a directory holding one), or a Hub tokenizer name "org/name".
+    tokenizer_sample_bytes: the most UTF-8 text a trained tokenizer learns from, cached and
+    streamed alike. In bytes, not examples, because bytes are what tokenizer training's time
+    and memory grow with whatever an example is (a line or a whole document), and because a
+    local source's size is known without reading it: a source no larger gives its whole train
+    split (the tokenizer and cache key of earlier versions), a larger one a seeded sample
+    drawn across all of it, a stream or a Hub dataset its head (see data/tokenizer_sample.py).
+    The default, 32 MB, trains BPE in seconds with a peak in the low hundreds of MB and scores
+    as well as a whole-corpus tokenizer (docs/benchmarks.md#data-at-scale).
     example_unit: what one example (a document for packing, a row for MLM) is: a whole
     record, a paragraph (text between blank lines) or a line.
     split / val_fraction / test_fraction / split_seed: the split `mode=eval` reads, and how
@@ -36,8 +44,7 @@ class DataConfig:
     streaming: read the source as a stream (nothing cached but the tokenizer), tokenized and
     packed on the fly, sharded by rank and DataLoader worker. Validation is the first
     `stream_val_examples` examples of the source's validation split, else of train (then never
-    trained on); a trained tokenizer learns from the first `stream_tokenizer_examples`
-    training examples (see data/streaming.py).
+    trained on); see data/streaming.py.
     document_mask: decoders only; in a packed block a token attends only to earlier tokens of
     its own document, and positions restart at each document.
     """
@@ -49,6 +56,7 @@ class DataConfig:
     text_column: str = "text"
     tokenizer: str | None = None
     vocab_size: int = 2048
+    tokenizer_sample_bytes: int = 32_000_000
     example_unit: str = "paragraph"
     mlm_probability: float = 0.15
     batch_size: int = 32
@@ -61,10 +69,12 @@ class DataConfig:
     split_seed: int = 1234
     streaming: bool = False
     stream_val_examples: int = 1000
-    stream_tokenizer_examples: int = 20000
     document_mask: bool = False
+    # Retired (tokenizer_sample_bytes replaced it): accepted so that the data_config of older
+    # checkpoints loads, and dropped (their tokenizer travels with them).
+    stream_tokenizer_examples: InitVar[int | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, stream_tokenizer_examples: int | None) -> None:
         self.path = split_paths(self.path)
         check_source(self)
         _check_choice("example_unit", self.example_unit, EXAMPLE_UNITS)
@@ -78,7 +88,7 @@ class DataConfig:
         _check_bool("streaming", self.streaming)
         _check_bool("document_mask", self.document_mask)
         _check_int("stream_val_examples", self.stream_val_examples, minimum=1)
-        _check_int("stream_tokenizer_examples", self.stream_tokenizer_examples, minimum=1)
+        _check_int("tokenizer_sample_bytes", self.tokenizer_sample_bytes, minimum=1)
         _check_int("vocab_size", self.vocab_size, minimum=MIN_VOCAB_SIZE)
         _check_int("split_seed", self.split_seed, minimum=0)
         _check_fraction("mlm_probability", self.mlm_probability, high=1.0)

@@ -3,7 +3,9 @@
 Nothing here is cached: the source is read (local files as a stream, without an Arrow copy)
 each time the tokenizer is trained or the token store (data/store.py) is built, and those are
 cached. Splits that the source lacks are carved per example with a seeded permutation, so the
-same settings always give the same splits; each split keeps its examples in source order.
+same settings always give the same splits; each split keeps its examples in source order. A
+trained tokenizer learns from a bounded sample of train (`tokenizer_texts`, drawn as
+data/tokenizer_sample.py describes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datasets.exceptions import DatasetGenerationError
 from common.files import stable_hash
 from data.config import DataConfig
 from data.sources import SPLITS, Source, source_of
+from data.tokenizer_sample import drawn, head, sample_key, sample_rate
 
 # A paragraph ends at a line that is empty or holds only spaces/tabs.
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
@@ -99,6 +102,35 @@ class Corpus:
         return (units for name, units in self.batches() if name == split)
 
     @property
+    def tokenizer_sample_key(self) -> tuple[object, ...]:
+        """What `tokenizer_texts` adds to a trained tokenizer's cache key (cheap)."""
+        return sample_key(self.cfg.tokenizer_sample_bytes, self.source.size_bytes())
+
+    def tokenizer_texts(self) -> Iterator[list[str]]:
+        """The training examples a trained tokenizer learns from, in batches: all of them when
+        the source fits ``data.tokenizer_sample_bytes``, else a bounded sample (seeded draws
+        across the corpus, or the head where the size is unknown)."""
+        budget = self.cfg.tokenizer_sample_bytes
+        rate = sample_rate(budget, self.source.size_bytes())
+        if rate == 1.0:
+            return self.texts("train")
+        sample = self.texts("train") if rate is None else self._drawn_train(rate)
+        return _nonempty(head(sample, budget), self.cfg)
+
+    def _drawn_train(self, rate: float) -> Iterator[list[str]]:
+        """Train examples kept by `drawn`, buffered (the budget bounds them) until the pass ends:
+        the same pass counts the examples, which carving (which of them are train) needs."""
+        picked = list(drawn(self._units(self.raw["train"]), rate, self.cfg.split_seed))
+        count = picked[-1][0] if picked else 0
+        # Known now: the store's build (`batches`) need not read the source to count again.
+        self._carved = codes = self._carve(count) if self._missing else None
+        for _, indices, kept in picked:
+            if codes is not None:
+                kept = [text for text, code in zip(kept, codes[indices], strict=True) if code == 0]
+            if kept:
+                yield kept
+
+    @property
     def _missing(self) -> list[str]:
         if self.whole or not self.source.carves_missing_splits:
             return []
@@ -107,10 +139,13 @@ class Corpus:
     @cached_property
     def _carved(self) -> np.ndarray | None:
         """Per train example: 0 stays in train, k moves to the k-th missing split."""
-        missing = self._missing
-        if not missing:
+        if not self._missing:
             return None
-        n = sum(len(units) for units in self._units(self.raw["train"]))
+        return self._carve(sum(len(units) for units in self._units(self.raw["train"])))
+
+    def _carve(self, n: int) -> np.ndarray:
+        """`_carved` for a train split of ``n`` examples."""
+        missing = self._missing
         if n == 0:
             raise ValueError(self.source.no_text())
         fractions = {"validation": self.cfg.val_fraction, "test": self.cfg.test_fraction}
@@ -140,6 +175,19 @@ class Corpus:
                 f"cannot read the corpus {self.source.display_name}: {cause}. A malformed file, "
                 "or one without a single record, does this; check the file and data.text_column"
             ) from None
+
+
+def _nonempty(batches: Iterator[list[str]], cfg: DataConfig) -> Iterator[list[str]]:
+    """``batches``, raising if they hold no example: a tokenizer would learn nothing."""
+    empty = True
+    for batch in batches:
+        empty = False
+        yield batch
+    if empty:
+        raise ValueError(
+            f"the tokenizer sample (data.tokenizer_sample_bytes={cfg.tokenizer_sample_bytes}) "
+            "drew no training example: raise it, or use data.example_unit=paragraph or line"
+        )
 
 
 def whole_key(cfg: DataConfig) -> str:

@@ -64,7 +64,12 @@ def _prepare_unlocked(
         tokenizer = tokenizer_from_json(tokenizer_json)
     elif spec in TOKENIZER_KINDS:
         tokenizer = cached_trained_tokenizer(
-            spec, corpus.texts("train"), cfg.vocab_size, corpus.key, cache_root(cfg)
+            spec,
+            corpus.tokenizer_texts(),
+            cfg.vocab_size,
+            corpus.key,
+            cache_root(cfg),
+            corpus.tokenizer_sample_key,
         )
     else:
         tokenizer = load_tokenizer(spec)

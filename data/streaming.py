@@ -4,8 +4,9 @@ goes, so the first step does not wait for the corpus and memory does not grow wi
 - Splits: the source's own validation (and test) split when it has one, else the first
   `stream_val_examples` example units of train, which the training stream skips. Evaluation
   splits are capped at `stream_val_examples` examples and held in memory: a fixed, finite set.
-- Tokenizer: given (a tokenizer.json, a Hub name, or a checkpoint's), or trained on the first
-  `stream_tokenizer_examples` training examples and cached; nothing else is written to the cache.
+- Tokenizer: given (a tokenizer.json, a Hub name, or a checkpoint's), or trained on the
+  `tokenizer_sample_bytes` sample of the cached path, which a stream can only take from its head
+  (data/tokenizer_sample.py), and cached; nothing else is written to the cache.
 - Training batches (`StreamBlocks`): the decoder's examples, each followed by EOS, form one token
   stream cut into blocks of max_seq_len + 1 tokens, exactly as `PackedBlocks` cuts the joined
   stream (tail dropped); the encoder's are `EncoderExamples` rows. No shuffling: blocks come in
@@ -56,6 +57,7 @@ from data.tokenizer import (
     special_tokens_of,
     tokenizer_from_json,
 )
+from data.tokenizer_sample import head
 
 # Examples read and tokenized at once: big enough for the Rust tokenizer's batching, small
 # enough that a resume re-tokenizes little.
@@ -137,7 +139,7 @@ def stream_tokenizer_key(cfg: DataConfig) -> str:
         source_of(cfg).fingerprint(),
         cfg.example_unit,
         cfg.stream_val_examples,
-        cfg.stream_tokenizer_examples,
+        cfg.tokenizer_sample_bytes,
     )
 
 
@@ -148,12 +150,14 @@ def _stream_tokenizer(
         return tokenizer_from_json(tokenizer_json)
     if spec not in TOKENIZER_KINDS:
         return load_tokenizer(spec)
-    sample = train.take(cfg.stream_tokenizer_examples)
+    sample = head(
+        (batch["text"] for batch in train.iter(batch_size=1000)), cfg.tokenizer_sample_bytes
+    )
     # Parallel jobs and DDP ranks train it once: the others find it in the cache.
     with prepare_lock(cfg) as root:
         return cached_trained_tokenizer(
             spec,
-            (batch["text"] for batch in sample.iter(batch_size=1000)),
+            sample,
             cfg.vocab_size,
             stream_tokenizer_key(cfg),
             root,

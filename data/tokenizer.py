@@ -112,15 +112,30 @@ def train_tokenizer(kind: str, texts: Iterable[list[str]], vocab_size: int) -> T
 
 
 def cached_trained_tokenizer(
-    kind: str, texts: Iterator[list[str]], vocab_size: int, corpus_key: str, cache_dir: Path
+    kind: str,
+    texts: Iterator[list[str]],
+    vocab_size: int,
+    corpus_key: str,
+    cache_dir: Path,
+    sample: tuple[object, ...] = (),
 ) -> Tokenizer:
-    """`train_tokenizer`, cached under `cache_dir` by corpus key and settings."""
-    path = cache_dir / "tokenizers" / f"{kind}-{stable_hash(kind, vocab_size, corpus_key)}.json"
+    """`train_tokenizer`, cached under `cache_dir` by corpus key, settings and ``sample`` (what
+    bounds `texts`: `data.tokenizer_sample.sample_key`; () for a whole train split, the key of
+    versions before the sample)."""
+    key = tokenizer_key(kind, vocab_size, corpus_key, sample)
+    path = cache_dir / "tokenizers" / f"{kind}-{key}.json"
     if path.exists():
         return Tokenizer.from_file(str(path))
     tokenizer = train_tokenizer(kind, texts, vocab_size)
     write_text_atomically(path, tokenizer.to_str())
     return tokenizer
+
+
+def tokenizer_key(
+    kind: str, vocab_size: int, corpus_key: str, sample: tuple[object, ...] = ()
+) -> str:
+    """Names a trained tokenizer in the cache (see `cached_trained_tokenizer`)."""
+    return stable_hash(kind, vocab_size, corpus_key, *sample)
 
 
 def load_tokenizer(spec: str) -> Tokenizer:

@@ -153,6 +153,12 @@ NOT_RUNNABLE = {
     "python -m bench.data --text big.txt --ddp": (
         "too long: the same benchmark with its default --repeats 3; no quick mode"
     ),
+    "python -m bench.data --text big.txt --repeats 3": (
+        "too long: a 320 MB corpus, 3 first runs and 9 warm ones of train.py; no quick mode"
+    ),
+    "python -m bench.data --text big.txt --tokenizer-loss": (
+        "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
+    ),
 }
 
 # Benchmarks with their quickest options; "{ws}" is the scratch directory.

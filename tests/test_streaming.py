@@ -276,7 +276,7 @@ def test_cache_holds_only_the_trained_tokenizer(
         tokenizer="bpe",
         cache_dir=str(cache),
         stream_val_examples=20,
-        stream_tokenizer_examples=50,
+        tokenizer_sample_bytes=2000,
     )
     for _ in range(2):
         datamodule = LMDataModule(cfg, "decoder", MAX_SEQ_LEN)
@@ -287,6 +287,32 @@ def test_cache_holds_only_the_trained_tokenizer(
     written = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
     assert [p.parent.name for p in written] == ["tokenizers"]
     assert sum(p.stat().st_size for p in written) < 100_000
+
+
+def test_stream_tokenizer_learns_from_the_head_up_to_tokenizer_sample_bytes(
+    tmp_path: Path,
+) -> None:
+    """The cached path's setting, taken from the stream's head: a character that only the
+    last paragraph holds is learnt only when the budget reaches it, and each budget is its own
+    cache entry."""
+    path = _write_paragraphs(tmp_path / "train.txt", "Paragraph", 60)
+    path.write_text(path.read_text() + "\n\nlast: ø")
+    learnt = {}
+    for budget in (500, path.stat().st_size):
+        cfg = _cfg(
+            str(path),
+            streaming=True,
+            tokenizer="char",
+            cache_dir=str(tmp_path / "cache"),
+            stream_val_examples=5,
+            tokenizer_sample_bytes=budget,
+        )
+        datamodule = LMDataModule(cfg, "decoder", MAX_SEQ_LEN)
+        datamodule.prepare_data()
+        learnt[budget] = datamodule.tokenizer.token_to_id("ø") is not None
+        assert datamodule.tokenizer.token_to_id("P") is not None  # the head's, always
+    assert list(learnt.values()) == [False, True]
+    assert len(list((tmp_path / "cache" / "tokenizers").iterdir())) == 2
 
 
 def test_stream_ending_before_the_first_batch_is_one_line(
