@@ -43,6 +43,7 @@ def check_command_line(argv: Sequence[str]) -> None:
     groups = tuple(sorted({*GROUPS, *choices}))
     top_level = (*_field_names(JobConfig), *groups)
     keys: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (prefix, valid keys) -> keys
+    retired: dict[str, dict[str, str]] = {}  # prefix -> the group's retired keys
     for override in overrides:
         if override.is_hydra_override() or override.key_or_group == "hydra" or override.package:
             continue
@@ -52,6 +53,7 @@ def check_command_line(argv: Sequence[str]) -> None:
                 _check_choice(head, choice, choices[head])
         elif rest and head in GROUPS:
             scope = (f"{head}.", _field_names(GROUPS[head]))
+            retired[scope[0]] = getattr(GROUPS[head], "RETIRED_KEYS", {})
             keys.setdefault(scope, []).append(rest.split(".")[0])  # data.path.train: path
         elif not rest:
             keys.setdefault(("", top_level), []).append(head)
@@ -59,7 +61,7 @@ def check_command_line(argv: Sequence[str]) -> None:
             # Only a group has keys below it: modle.num_heads meant a group, not mode.
             keys.setdefault(("", groups), []).append(head)
     for (prefix, valid), names in keys.items():
-        check_names(names, valid, prefix)
+        check_names(names, valid, prefix, retired.get(prefix))
 
 
 def group_choices(config_dirs: Sequence[Path]) -> dict[str, list[str]]:

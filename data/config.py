@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from data.sources import BuiltinSource, check_source, split_paths
 
@@ -71,8 +71,12 @@ class DataConfig:
     stream_val_examples: int = 1000
     document_mask: bool = False
     # Retired (tokenizer_sample_bytes replaced it): accepted so that the data_config of older
-    # checkpoints loads, and dropped (their tokenizer travels with them).
+    # checkpoints loads, and dropped (their tokenizer travels with them); on a command line it
+    # is named with its replacement (RETIRED_KEYS, read by conf.command_line).
     stream_tokenizer_examples: InitVar[int | None] = None
+    RETIRED_KEYS: ClassVar[dict[str, str]] = {
+        "stream_tokenizer_examples": "data.tokenizer_sample_bytes=BYTES, the tokenizer's sample"
+    }
 
     def __post_init__(self, stream_tokenizer_examples: int | None) -> None:
         self.path = split_paths(self.path)

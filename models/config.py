@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -60,15 +60,25 @@ def closest(name: str, valid: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
-def check_names(keys: Iterable[str], valid: Sequence[str], prefix: str) -> None:
-    """Reject the ``keys`` that are not in ``valid``, each with the closest valid one."""
+def check_names(
+    keys: Iterable[str],
+    valid: Sequence[str],
+    prefix: str,
+    retired: Mapping[str, str] | None = None,
+) -> None:
+    """Reject the ``keys`` that are not in ``valid``, each with the closest valid one; a key
+    in ``retired`` (old name -> what replaced it) is named with its replacement instead."""
     unknown = [str(k) for k in keys if k not in valid]
     if not unknown:
         return
+    retired = retired or {}
     hints = []
     for key in unknown:
         hint = closest(key, valid)
-        hints.append(f"{prefix}{key}" + (f" (did you mean {prefix}{hint}?)" if hint else ""))
+        if key in retired:
+            hints.append(f"{prefix}{key} (retired: use {retired[key]})")
+        else:
+            hints.append(f"{prefix}{key}" + (f" (did you mean {prefix}{hint}?)" if hint else ""))
     raise ValueError(f"unknown key(s) {', '.join(hints)}; valid keys: {', '.join(valid)}")
 
 

@@ -38,6 +38,11 @@ MISTYPED = [
     ),
     # Hydra's flags are not keys.
     (["--cfg", "job", "data.colum=x"], r"data.colum \(did you mean data.text_column\?\)"),
+    # A retired key is named with what replaced it, not with a look-alike.
+    (
+        ["data.stream_tokenizer_examples=5"],
+        r"data.stream_tokenizer_examples \(retired: use data.tokenizer_sample_bytes=BYTES",
+    ),
 ]
 
 WRONG_CHOICE = [
