@@ -205,3 +205,51 @@ def test_weight_decay_applies_to_linear_and_embedding_matrices_only(arch: str) -
     assert "model.embeddings.token.weight" in decayed
     assert any(n.endswith("attn.qkv_proj.weight") for n in decayed)
     assert not any(n.endswith(".bias") or "norm" in n for n in decayed)
+
+
+def test_encoder_loss_and_masked_accuracy_match_a_recount_from_the_logits(
+    tiny_checkpoints, tmp_path: Path
+) -> None:
+    """The encoder's validation loss and masked-token accuracy through ``mode=eval``, against
+    float64 sums over the masked positions of the very batches it scores (the data's labels:
+    IGNORE_INDEX everywhere but the masked tokens), divided by the masked tokens alone."""
+    from hydra import compose, initialize_config_dir
+
+    from conf.hydra_runtime import parse_settings
+    from data.collate import IGNORE_INDEX
+    from data.evaluation import data_to_evaluate
+
+    ckpt = tmp_path / "last.ckpt"
+    shutil.copy(tiny_checkpoints["encoder"], ckpt)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=["logger=none", "mode=eval", f"ckpt_path={ckpt}", f"output_dir={tmp_path}"],
+        )
+    evaluated = run(cfg)["results"][0]
+
+    settings = parse_settings(cfg)
+    loaded = load_checkpoint(ckpt)
+    trained = DataConfig(**loaded.hparams["data_config"])
+    datamodule, _ = data_to_evaluate(trained, settings.data, settings.overrides).prepare(
+        "encoder",
+        loaded.config.max_seq_len,
+        seed=settings.job.seed,
+        tokenizer_json=loaded.tokenizer_json,
+        stride=None,
+    )
+    nats, correct, masked, positions = 0.0, 0, 0, 0
+    with torch.inference_mode():
+        for batch in datamodule.val_dataloader():
+            logits = loaded.model(batch["input_ids"], batch["attention_mask"]).double()
+            where = batch["labels"] != IGNORE_INDEX  # (B, T): the masked tokens
+            targets = batch["labels"][where]
+            log_p = torch.log_softmax(logits[where], dim=-1)
+            nats -= log_p.gather(-1, targets.unsqueeze(-1)).sum().item()
+            correct += int((logits[where].argmax(-1) == targets).sum())
+            masked += int(where.sum())
+            positions += where.numel()
+    assert 0 < masked < positions / 4  # about mlm_probability of the tokens, not all of them
+    assert evaluated["tokens_scored"] == masked
+    assert evaluated["loss"] == pytest.approx(nats / masked, rel=1e-5)
+    assert evaluated["acc"] == pytest.approx(correct / masked, rel=1e-6)

@@ -91,6 +91,29 @@ def test_seeds_are_replicates_of_one_configuration(tmp_path: Path) -> None:
     assert [r["best_val_loss"] for r in runs[:3]] == ["2.31", "2.3", "2.32"]
 
 
+@pytest.mark.parametrize(("ratio", "verdict"), [(1.5, "within noise"), (2.5, "> 2 SE")])
+def test_the_two_standard_error_rule_is_judged_near_its_threshold(
+    tmp_path: Path, ratio: float, verdict: str
+) -> None:
+    """Hand-made runs whose difference from the best is ``ratio`` standard errors of the
+    difference: 1.5 must read within noise (a one-SE rule would call it beyond), 2.5 beyond
+    (a three-SE rule would not)."""
+    half_spread = 0.01  # two seeds at mean -/+ this: std = half_spread * sqrt(2), SE = half_spread
+    se_of_difference = math.hypot(half_spread, half_spread)
+    difference = ratio * se_of_difference
+    losses = {}
+    for heads, mean in (("4", 2.0), ("1", 2.0 + difference)):
+        losses[(heads, "1")] = mean - half_spread
+        losses[(heads, "2")] = mean + half_spread
+    sweep = _fake_sweep(tmp_path, losses)
+    write_sweep_summary(sweep)
+    rows = {r["model.num_heads"]: r for r in _csv(sweep / "summary.csv")}
+    assert float(rows["1"]["vs_best"]) == pytest.approx(difference)
+    assert rows["1"]["exceeds_2se"] == str(verdict == "> 2 SE")
+    summary = (sweep / "summary.md").read_text()
+    assert f"+{difference:.4f} ({verdict})" in summary
+
+
 def test_without_seeds_there_is_no_spread_and_no_verdict(tmp_path: Path) -> None:
     sweep = _fake_sweep(tmp_path, {("1", "1"): 2.3, ("2", "1"): 2.1})
     write_sweep_summary(sweep)
