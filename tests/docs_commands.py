@@ -1,5 +1,6 @@
-"""Reading shell commands out of Markdown: fenced blocks, continuations, comments, leading
-``VAR=value`` environments, console transcripts, ``$NAME`` placeholders.
+"""Reading Markdown for the docs test: shell commands (fenced blocks, continuations, comments,
+leading ``VAR=value`` environments, console transcripts, ``$NAME`` placeholders) and the
+headings' anchors that links point at.
 
 The rules (which fences hold commands, how a transcript reads) are ``tests/test_docs.py``'s
 docstring; this module only applies them.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -103,3 +105,9 @@ def substitute(text: str, dirs: dict[str, str]) -> str:
         return shlex.quote(dirs[name])
 
     return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", replace, text)
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}

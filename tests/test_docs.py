@@ -50,6 +50,7 @@ from tests.conftest import ROOT
 from tests.docs_commands import (
     Command,
     fenced_blocks,
+    heading_anchors,
     is_sweep_value,
     shell_commands,
     split_env,
@@ -581,12 +582,6 @@ def test_listed_train_commands_compose(text: str) -> None:
     assert cfg.mode == "train"
 
 
-def _anchors(path: Path) -> set[str]:
-    """GitHub's anchors of a Markdown file's headings."""
-    headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
-    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
-
-
 def test_relative_links_and_images_resolve() -> None:
     broken = []
     for path in DOCS:
@@ -596,6 +591,6 @@ def test_relative_links_and_images_resolve() -> None:
                 continue
             file, _, anchor = target.partition("#")
             linked = (path.parent / file).resolve() if file else path
-            if not linked.exists() or (anchor and anchor not in _anchors(linked)):
+            if not linked.exists() or (anchor and anchor not in heading_anchors(linked)):
                 broken.append(f"{path.relative_to(ROOT)}: {target}")
     assert not broken, broken
