@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +86,8 @@ class LMDataModule(L.LightningDataModule):
     IGNORE_INDEX where a window gives context only). Encoder batches: {"input_ids",
     "attention_mask", "labels"}, [CLS] example [SEP] padded per batch and MLM-masked. After
     `prepare_data(); setup()`, the tokenizer and its ids (vocab_size,
-    pad/eos/mask/cls/sep_token_id) and per-split `chars_per_token` are available for the
-    model config and bits-per-character metrics.
+    pad/eos/mask/cls/sep_token_id) and per-split `chars_per_token` and `bytes_per_token` are
+    available for the model config and the bits-per-character and per-byte metrics.
     """
 
     def __init__(
@@ -185,7 +186,15 @@ class LMDataModule(L.LightningDataModule):
     @property
     def chars_per_token(self) -> dict[str, float]:
         """Per split: characters of raw text per token (bpc = loss / ln 2 / this)."""
-        ratios = {split: store.chars_per_token for split, store in self.prepared.stores.items()}
+        return self._per_split(lambda store: store.chars_per_token)
+
+    @property
+    def bytes_per_token(self) -> dict[str, float]:
+        """Per split: UTF-8 bytes of raw text per token (bpb = loss / ln 2 / this)."""
+        return self._per_split(lambda store: store.bytes_per_token)
+
+    def _per_split(self, ratio: Callable[[SplitStore], float]) -> dict[str, float]:
+        ratios = {split: ratio(store) for split, store in self.prepared.stores.items()}
         if self.cfg.streaming:  # the stream is not counted: validation's ratio estimates it
             ratios["train"] = ratios["validation"]
         return ratios

@@ -29,6 +29,7 @@ class ScoredText:
     label: str  # the split as records name it: "all" for a source without splits, read whole
     tokens: int
     characters: int
+    bytes: int  # UTF-8, counted as characters are (one separator per document)
     tokens_scored: int  # targets of the windows (decoder) or masked tokens (encoder)
 
 
@@ -121,5 +122,6 @@ def scored_text(datamodule: LMDataModule) -> ScoredText:
         label="all" if whole and not source.has_own_splits else split,
         tokens=len(store.tokens),
         characters=store.chars,
+        bytes=store.bytes,
         tokens_scored=scored,
     )

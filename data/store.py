@@ -3,11 +3,11 @@
 A store is one cache directory holding, per split, ``SPLIT.tokens`` (every document's ids
 followed by EOS, as one flat array of the smallest unsigned type that holds the vocabulary)
 and ``SPLIT.starts`` (int64, the offset of each document, plus the total), and ``meta.json``
-(lengths, character counts, checksums). It is built in a temporary directory and renamed into
-place, so a store that exists is complete; ``open_store`` still checks sizes and checksums and
-reports damage, so a damaged store is rebuilt and never trained on. Readers get
-``MappedArray`` views: nothing proportional to the corpus is copied into a process, and a
-DataLoader worker or DDP rank maps the files itself (ARCHITECTURE.md, "Data").
+(lengths, character and UTF-8 byte counts, checksums). It is built in a temporary directory
+and renamed into place, so a store that exists is complete; ``open_store`` still checks
+sizes and checksums and reports damage, so a damaged store is rebuilt and never trained on.
+Readers get ``MappedArray`` views: nothing proportional to the corpus is copied into a
+process, and a DataLoader worker or DDP rank maps the files itself (ARCHITECTURE.md, "Data").
 """
 
 from __future__ import annotations
@@ -83,13 +83,14 @@ class MappedArray:
 @dataclass(frozen=True)
 class SplitStore:
     """One split: ``tokens`` (documents each followed by EOS) and ``starts`` (document d is
-    ``tokens[starts[d]:starts[d + 1]]``, its last token the EOS); ``chars``: characters of
-    text, each document counted with one separator (the EOS), for bits per character. Mapped
-    from a store, or in memory (``memory_split``)."""
+    ``tokens[starts[d]:starts[d + 1]]``, its last token the EOS); ``chars`` and ``bytes``:
+    characters and UTF-8 bytes of text, each document counted with one separator (the EOS),
+    for bits per character and per byte. Mapped from a store, or in memory (``memory_split``)."""
 
     tokens: MappedArray | np.ndarray
     starts: MappedArray | np.ndarray
     chars: int
+    bytes: int
 
     @property
     def num_documents(self) -> int:
@@ -99,17 +100,29 @@ class SplitStore:
     def chars_per_token(self) -> float:
         return self.chars / len(self.tokens)
 
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes / len(self.tokens)
+
 
 def memory_split(ids: np.ndarray, offsets: np.ndarray, texts: list[str], eos_id: int) -> SplitStore:
     """``texts`` tokenized as ``(ids, offsets)`` (see ``data.tokenize.encode_documents``), laid
     out as a store lays out a split, in memory: what a stream's evaluation splits are."""
     starts = offsets + np.arange(len(offsets))  # document d follows d EOS tokens
-    return SplitStore(join_documents(ids, offsets, eos_id), starts, text_chars(texts))
+    return SplitStore(
+        join_documents(ids, offsets, eos_id), starts, text_chars(texts), text_bytes(texts)
+    )
 
 
 def text_chars(texts: list[str]) -> int:
     """Characters of ``texts``, each counted with one separator (its EOS)."""
     return sum(map(len, texts)) + len(texts)
+
+
+def text_bytes(texts: list[str]) -> int:
+    """UTF-8 bytes of ``texts``, each counted with a one-byte separator (its EOS, as a newline
+    between documents would be): bits per byte compare across tokenizers and alphabets."""
+    return sum(len(text.encode("utf-8")) for text in texts) + len(texts)
 
 
 class SplitWriter:
@@ -124,6 +137,7 @@ class SplitWriter:
         self.lengths: list[np.ndarray] = []
         self.tokens = 0
         self.chars = 0
+        self.bytes = 0
         self.crc = 0
 
     def add(self, ids: np.ndarray, offsets: np.ndarray, texts: list[str]) -> None:
@@ -141,6 +155,7 @@ class SplitWriter:
         self.lengths.append(np.diff(offsets) + 1)
         self.tokens += len(ids) + len(texts)
         self.chars += text_chars(texts)
+        self.bytes += text_bytes(texts)
 
     def close(self) -> dict[str, int]:
         """Finish the files; returns the split's entry of meta.json."""
@@ -156,6 +171,7 @@ class SplitWriter:
             "tokens": self.tokens,
             "documents": len(lengths) - 1,
             "chars": self.chars,
+            "bytes": self.bytes,
             "tokens_crc32": self.crc,
             "starts_crc32": zlib.crc32(starts),
         }
@@ -167,6 +183,10 @@ def open_store(directory: Path) -> dict[str, SplitStore]:
     dtype = np.dtype(meta["dtype"])
     splits = {}
     for split, entry in meta["splits"].items():
+        # An earlier tinylm's store is rebuilt once; the version stays, so that earlier
+        # versions still read the stores this one writes (they ignore the count).
+        if "bytes" not in entry:
+            raise StoreDamaged(f"{META_FILE} has no byte counts (written before bits per byte)")
         tokens = directory / f"{split}.tokens"
         starts = directory / f"{split}.starts"
         _check_file(tokens, entry["tokens"] * dtype.itemsize, entry["tokens_crc32"])
@@ -175,6 +195,7 @@ def open_store(directory: Path) -> dict[str, SplitStore]:
             MappedArray(tokens, dtype, entry["tokens"]),
             MappedArray(starts, np.dtype(np.int64), entry["documents"] + 1),
             entry["chars"],
+            entry["bytes"],
         )
     return splits
 

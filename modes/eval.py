@@ -48,9 +48,10 @@ COLUMNS = (
     "loss",
     "ppl",
     "bpc",
+    "bpb",
     "acc",
 )
-METRICS = ("loss", "ppl", "bpc", "acc")
+METRICS = ("loss", "ppl", "bpc", "bpb", "acc")
 # What makes two records the same evaluation: a re-run replaces the record that matches.
 IDENTITY = ("checkpoint", "data", "data_fingerprint", "split", "stride", "mask_seed")
 
@@ -130,8 +131,13 @@ def evaluate_checkpoint(
         tokenizer_json=hparams["tokenizer_json"],
         stride=stride,
     )
-    # bpc divides by the characters per token of the text scored, not of the training run.
-    task = task_from_hparams(hparams, chars_per_token=datamodule.chars_per_token)
+    # bpc and bpb divide by the characters (bytes) per token of the text scored, not of the
+    # training run.
+    task = task_from_hparams(
+        hparams,
+        chars_per_token=datamodule.chars_per_token,
+        bytes_per_token=datamodule.bytes_per_token,
+    )
     task.load_state_dict(checkpoint["state_dict"])
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":
@@ -153,6 +159,7 @@ def evaluate_checkpoint(
         "tokens": text.tokens,
         "tokens_scored": text.tokens_scored,
         "characters": text.characters,
+        "bytes": text.bytes,
         **metrics,
     }
 

@@ -28,6 +28,7 @@ _NUMBER_FIELDS = (
     "val_loss",
     "val_ppl",
     "val_bpc",
+    "val_bpb",
     "val_acc",
     "tokens_per_sec",
     "params",

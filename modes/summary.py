@@ -21,7 +21,7 @@ from modes.report import format_value, markdown_table, natural_key
 
 REPLICATE_KEY = "seed"
 # The metrics a configuration reports as the mean over its completed runs.
-MEANS = ("val_ppl", "val_bpc", "val_acc", "tokens_per_sec", "params")
+MEANS = ("val_ppl", "val_bpc", "val_bpb", "val_acc", "tokens_per_sec", "params")
 
 
 @dataclass

@@ -31,7 +31,15 @@ from training.checkpoint import check_resume, read_checkpoint
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
-HEADLINE = ("best_val_loss", "val_loss", "val_ppl", "val_bpc", "val_acc", "tokens_per_sec")
+HEADLINE = (
+    "best_val_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpc",
+    "val_bpb",
+    "val_acc",
+    "tokens_per_sec",
+)
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
@@ -65,6 +73,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         tokenizer_json=datamodule.tokenizer.to_str(),
         data_config=settings.data,
         chars_per_token=datamodule.chars_per_token,
+        bytes_per_token=datamodule.bytes_per_token,
     )
     counts = parameter_counts(task.model)
     if global_rank() == 0:
@@ -96,6 +105,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         "val_loss": last.get("val/loss"),
         "val_ppl": last.get("val/ppl"),
         "val_bpc": last.get("val/bpc"),
+        "val_bpb": last.get("val/bpb"),
         "val_acc": last.get("val/acc"),
         "tokens_per_sec": task.tokens_per_sec(),
         "train_seconds": train_seconds,

@@ -76,6 +76,7 @@ def test_decoder_counts_match_a_recount_by_windows(tmp_path: Path) -> None:
         label="all",  # the file has no splits of its own: all of it
         tokens=len(stream),
         characters=sum(len(p) + 1 for p in paragraphs),
+        bytes=sum(len(p.encode()) + 1 for p in paragraphs),
         tokens_scored=scored,
     )
     with pytest.raises(ValueError, match=r"the data .*short.txt has \d+ tokens, too few .* 17"):

@@ -50,6 +50,7 @@ class LanguageModelTask(L.LightningModule):
         data_config: DataConfig,
         chars_per_token: dict[str, float],
         total_steps: int | None = None,
+        bytes_per_token: dict[str, float] | None = None,
     ) -> None:
         super().__init__()
         # Plain types only: the checkpoint must load with weights_only=True.
@@ -61,6 +62,8 @@ class LanguageModelTask(L.LightningModule):
                 "data_config": asdict(data_config),
                 "chars_per_token": dict(chars_per_token),
                 "total_steps": total_steps,
+                # None in checkpoints saved before bits per byte: their bpb is not known.
+                "bytes_per_token": None if bytes_per_token is None else dict(bytes_per_token),
             }
         )
         self.config = model_config
@@ -237,7 +240,8 @@ class LanguageModelTask(L.LightningModule):
 
 
 class CausalLMTask(LanguageModelTask):
-    """Next-token prediction for the decoder; reports bits per character too. A batch with
+    """Next-token prediction for the decoder; reports bits per character and per UTF-8 byte
+    too (bpb: comparable across tokenizers, char or BPE or WordPiece alike). A batch with
     "document_ids" (``data.document_mask=true``) is attended within each document."""
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
@@ -249,11 +253,13 @@ class CausalLMTask(LanguageModelTask):
 
     def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         split = "validation" if stage == "val" else stage
-        chars_per_token = self.hparams["chars_per_token"].get(split)
-        if not chars_per_token:
-            return {}
-        # nats per token -> bits per character: independent of the tokenizer.
-        return {"bpc": loss / math.log(2) / chars_per_token}
+        bits = loss / math.log(2)
+        # nats per token -> bits per character or byte: independent of the tokenizer.
+        ratios = {
+            "bpc": self.hparams["chars_per_token"].get(split),
+            "bpb": (self.hparams.get("bytes_per_token") or {}).get(split),
+        }
+        return {name: bits / ratio for name, ratio in ratios.items() if ratio}
 
 
 class MaskedLMTask(LanguageModelTask):
@@ -267,7 +273,8 @@ def task_class(arch: str) -> type[LanguageModelTask]:
 
 def task_from_hparams(hparams: dict[str, Any], **changes: Any) -> LanguageModelTask:
     """Rebuild the task of a checkpoint's ``hyper_parameters`` (plain dicts), with ``changes``
-    (e.g. the ``chars_per_token`` of other data) applied; the weights are not loaded."""
+    (e.g. the ``chars_per_token`` and ``bytes_per_token`` of other data) applied; the weights
+    are not loaded."""
     values = {**hparams, **changes}
     model_config = ModelConfig.from_dict(values["model_config"])
     return task_class(model_config.arch)(
@@ -277,6 +284,7 @@ def task_from_hparams(hparams: dict[str, Any], **changes: Any) -> LanguageModelT
         data_config=DataConfig(**values["data_config"]),
         chars_per_token=values["chars_per_token"],
         total_steps=values.get("total_steps"),
+        bytes_per_token=values.get("bytes_per_token"),
     )
 
 
