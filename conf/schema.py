@@ -23,6 +23,7 @@ from models.config import ModelConfig, check_field_types, from_mapping
 EXPORT_FORMATS = ("safetensors", "hf")
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 LOGGERS = ("wandb", "tensorboard", "csv", "none")
+WEIGHTS = ("trained", "untrained")
 
 
 @dataclass
@@ -196,15 +197,21 @@ class JobConfig:
 
 @dataclass
 class EvalConfig:
-    """The ``eval`` block of conf/config.yaml: how ``mode=eval`` scores a decoder.
+    """The ``eval`` block of conf/config.yaml: what ``mode=eval`` scores, and how.
 
     stride: sliding windows of ``max_seq_len`` tokens, each scoring its last ``stride``
     tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
     None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
     ``max_seq_len`` when it is read.
+    pairs: minimal pairs to score instead of text: a BLiMP-format JSON-lines file, a
+    directory of them, or ``builtin`` (``data/pairs.py``); None = text.
+    weights: ``trained`` (the checkpoint's) or ``untrained``: a fresh network of the
+    checkpoint's shape drawn from ``seed``, the baseline that trained weights must beat.
     """
 
     stride: int | None = None
+    pairs: str | None = None
+    weights: str = "trained"
 
     def __post_init__(self) -> None:
         check_field_types(self, "eval.")
@@ -212,6 +219,22 @@ class EvalConfig:
             raise ValueError(
                 f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
                 "max_seq_len); omit it for non-overlapping windows"
+            )
+        if self.weights not in WEIGHTS:
+            raise ValueError(
+                f"eval.weights={self.weights} is unknown; choose eval.weights=trained (the "
+                "checkpoint's) or eval.weights=untrained (a fresh network of its shape, seeded "
+                "by seed)"
+            )
+        if self.pairs is not None and not self.pairs.strip():
+            raise ValueError(
+                "eval.pairs is empty; pass a BLiMP-format .jsonl file, a directory of them or "
+                "eval.pairs=builtin (or drop it to score text)"
+            )
+        if self.pairs is not None and self.stride is not None:
+            raise ValueError(
+                f"eval.stride={self.stride} is for text; minimal pairs score each sentence "
+                "whole: drop eval.stride or eval.pairs"
             )
 
 

@@ -198,7 +198,7 @@ class MLMHead(nn.Module):
 
 
 @contextmanager
-def _eval_mode(module: nn.Module) -> Iterator[None]:
+def eval_mode(module: nn.Module) -> Iterator[None]:
     """Run in eval mode (no dropout) and restore the caller's training flag afterwards."""
     was_training = module.training
     module.eval()
@@ -397,7 +397,7 @@ class Encoder(TransformerBase):
         """
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k={top_k!r} must be a positive int")
-        with _eval_mode(self):
+        with eval_mode(self):
             logits = self(input_ids, attention_mask, token_type_ids=token_type_ids)  # (B, T, V)
         is_mask = input_ids == mask_token_id  # (B, T)
         if attention_mask is not None:
@@ -504,7 +504,7 @@ class Decoder(TransformerBase):
         ids, mask = input_ids, attention_mask  # (B, T_prompt + step) each
         caches = self.init_caches(ids.shape[0]) if use_cache else None
         cached_length = 0
-        with _eval_mode(self):
+        with eval_mode(self):
             for _ in range(max_new_tokens):
                 if caches is not None and ids.shape[1] > window:
                     caches = None  # the window slides from here on: see the docstring

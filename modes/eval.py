@@ -7,6 +7,11 @@ Without data on the command line, each checkpoint is scored on its own run's spl
 reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``; an encoder's
 masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
 
+With ``eval.pairs`` (a BLiMP-format file or directory, or ``builtin``), minimal pairs are
+scored instead of text (``modes/eval_pairs.py``). With ``eval.weights=untrained``, each
+checkpoint's network is replaced by a fresh one of its shape drawn from ``seed``: the
+untrained baseline.
+
 Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
 beside the checkpoint (or in the sweep directory); running the same evaluation again
 replaces its own record and keeps every other.
@@ -25,6 +30,8 @@ from conf.schema import Settings
 from data.config import DataConfig
 from data.evaluation import data_to_evaluate
 from data.examples import check_stride
+from data.pairs import read_pairs
+from modes import eval_pairs
 from modes.report import append_records, format_value, markdown_table, natural_key, read_run
 from modes.summary import (
     REPLICATE_KEY,
@@ -33,7 +40,12 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from training.checkpoint import check_no_model_overrides, check_not_hf_export, read_checkpoint
+from training.checkpoint import (
+    check_no_model_overrides,
+    check_not_hf_export,
+    read_checkpoint,
+    use_weights,
+)
 from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
 
@@ -41,6 +53,7 @@ RESULTS_FILE = "eval.jsonl"
 COLUMNS = (
     "checkpoint",
     "step",
+    "weights",
     "data",
     "split",
     "stride",
@@ -53,17 +66,43 @@ COLUMNS = (
 )
 METRICS = ("loss", "ppl", "bpc", "bpb", "acc")
 # What makes two records the same evaluation: a re-run replaces the record that matches.
-IDENTITY = ("checkpoint", "data", "data_fingerprint", "split", "stride", "mask_seed")
+# Text records have no pairs fields and pair records no data fields.
+IDENTITY = (
+    "checkpoint",
+    "data",
+    "data_fingerprint",
+    "split",
+    "stride",
+    "mask_seed",
+    "pairs",
+    "pairs_fingerprint",
+    "paradigm",
+    "weights",
+    "weights_seed",
+)
+# Records written before eval.weights existed scored the trained weights.
+_IDENTITY_DEFAULTS = {"weights": "trained"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
-    rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
-    print(markdown_table(COLUMNS, [{c: format_value(r.get(c)) for c in COLUMNS} for r in rows]))
+    if settings.eval.pairs is None:
+        columns = COLUMNS
+        rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
+    else:
+        eval_pairs.check_settings(settings)
+        pair_set = read_pairs(settings.eval.pairs)
+        columns = eval_pairs.COLUMNS
+        rows = [r for c in checkpoints for r in eval_pairs.evaluate_pairs(c, settings, pair_set)]
+    print(markdown_table(columns, [{c: format_value(r.get(c)) for c in columns} for r in rows]))
     results: dict[str, Any] = {"results": rows}
-    if len(rows) > 1:  # a sweep: its configurations, seeds as replicates
-        results["configurations"] = by_configuration(rows)
+    if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
+        if settings.eval.pairs is None:
+            results["configurations"] = by_configuration(rows)
+        else:
+            overall = [r for r in rows if r["paradigm"] == eval_pairs.OVERALL]
+            results["configurations"] = by_configuration(overall, "pair_acc", ("ties",), True)
         print(results["configurations"])
     out = append_records(
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
@@ -72,9 +111,15 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     return {**results, "eval_jsonl": str(out)}
 
 
-def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
-    """The evaluated loss of a sweep's runs grouped as the sweep summary groups them (by
-    every swept key but the seed; modes/summary.py), as a markdown table."""
+def by_configuration(
+    rows: Sequence[dict[str, Any]],
+    metric: str = "loss",
+    others: Sequence[str] = tuple(m for m in METRICS if m != "loss"),
+    higher_is_better: bool = False,
+) -> str:
+    """A metric of a sweep's runs (the evaluated loss; pair accuracy) grouped as the sweep
+    summary groups them (by every swept key but the seed; modes/summary.py), with the means
+    of ``others``, as a markdown table."""
     runs = []
     for row in rows:
         run_dir = Path(row["checkpoint"]).parent.parent
@@ -84,8 +129,7 @@ def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
             run["overrides"] = stored["overrides"]
         runs.append(run)
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
-    configs = group_runs(runs, keys, metric="loss")
-    others = [m for m in METRICS if m != "loss"]
+    configs = group_runs(runs, keys, metric=metric, higher_is_better=higher_is_better)
     return configuration_table(configs, configuration_rows(configs, others), others)
 
 
@@ -139,6 +183,7 @@ def evaluate_checkpoint(
         bytes_per_token=datamodule.bytes_per_token,
     )
     task.load_state_dict(checkpoint["state_dict"])
+    use_weights(task.model, settings.eval.weights, settings.job.seed)
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":
         results = trainer.validate(task, datamodule=datamodule, verbose=False)[0]
@@ -156,6 +201,8 @@ def evaluate_checkpoint(
         "split": text.label,
         "stride": stride,
         "mask_seed": settings.job.seed if arch == "encoder" else None,
+        "weights": settings.eval.weights,
+        "weights_seed": settings.job.seed if settings.eval.weights == "untrained" else None,
         "tokens": text.tokens,
         "tokens_scored": text.tokens_scored,
         "characters": text.characters,
@@ -178,4 +225,4 @@ def _stride(stride: int | None, arch: str, window: int) -> int | None:
 
 
 def _identity(record: dict[str, Any]) -> str:
-    return stable_hash(*(record.get(key) for key in IDENTITY))
+    return stable_hash(*(record.get(key, _IDENTITY_DEFAULTS.get(key)) for key in IDENTITY))

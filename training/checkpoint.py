@@ -195,6 +195,19 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     )
 
 
+def use_weights(model: nn.Module, weights: str, seed: int) -> None:
+    """``eval.weights``: keep the checkpoint's weights (``trained``, already loaded), or
+    replace them by those a fresh network of the same config draws from ``seed``
+    (``untrained``: the baseline a trained model must beat). The global random state is left
+    as it was."""
+    if weights == "trained":
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = build_model(model.config)
+    model.load_state_dict(fresh.state_dict())
+
+
 def check_tokenizer_fits(tokenizer_json: str, config: ModelConfig, where: Any) -> None:
     """The tokenizer's vocabulary must be the model's: otherwise ids index the wrong rows."""
     try:

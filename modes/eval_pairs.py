@@ -1,0 +1,109 @@
+"""``mode=eval eval.pairs=...``: minimal-pair accuracy of checkpoints, per paradigm and over
+all pairs (``modes/eval.py`` dispatches here and keeps the records).
+
+Each sentence is scored by its log-likelihood under the network (``models.sentence_scores``):
+a decoder's sum of token log-probabilities after EOS, an encoder's pseudo-log-likelihood. A
+pair counts as correct when its good sentence scores strictly higher than its bad one (BLiMP's
+rule: a tie is wrong, so a model that scores every sentence alike gets 0, not 1). Accuracy
+comes with the number of pairs and its binomial standard error ``sqrt(p (1 - p) / n)``; the
+overall accuracy counts every pair once (BLiMP's paradigms are 1000 pairs each, so it is
+also their mean).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from conf.schema import Settings
+from data.pairs import PairSet, frame_sentence
+from data.tokenizer import special_tokens_of, tokenizer_from_json
+from models.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
+from models.transformer import Decoder
+from training.checkpoint import check_no_model_overrides, load_checkpoint, use_weights
+
+OVERALL = "all"  # the paradigm of the record over every pair
+COLUMNS = (
+    "checkpoint",
+    "step",
+    "weights",
+    "pairs",
+    "paradigm",
+    "n_pairs",
+    "pair_acc",
+    "pair_acc_se",
+    "ties",
+)
+
+
+def check_settings(settings: Settings) -> None:
+    """Pairs are scored with the checkpoint's tokenizer alone: a data.* setting would be
+    ignored, so it is refused."""
+    data_keys = [k for k in settings.overrides if k == "data" or k.startswith("data.")]
+    if data_keys:
+        raise ValueError(
+            f"{data_keys[0]} is for text; eval.pairs scores its sentences with the "
+            "checkpoint's tokenizer and no data: drop the data settings or eval.pairs"
+        )
+
+
+def evaluate_pairs(ckpt: Path, settings: Settings, pair_set: PairSet) -> list[dict[str, Any]]:
+    """Score ``pair_set`` with one checkpoint (or, with eval.weights=untrained, with a fresh
+    network of its shape seeded by ``seed``); one record per paradigm, then the overall one."""
+    loaded = load_checkpoint(ckpt)
+    check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
+    use_weights(loaded.model, settings.eval.weights, settings.job.seed)
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    config = loaded.config
+    sequences = [
+        frame_sentence(tokenizer, text, config.arch, config.max_seq_len, pair.where)
+        for pair in pair_set.pairs
+        for text in (pair.good, pair.bad)
+    ]
+    model = loaded.model.to(_device(settings))
+    if isinstance(model, Decoder):
+        scores = decoder_log_likelihoods(model, sequences)
+    else:
+        scores = pseudo_log_likelihoods(model, sequences, special_tokens_of(tokenizer).mask_id)
+    untrained = settings.eval.weights == "untrained"
+    base = {
+        "checkpoint": str(ckpt.resolve()),
+        "step": loaded.global_step,
+        "arch": config.arch,
+        "weights": settings.eval.weights,
+        "weights_seed": settings.job.seed if untrained else None,
+        "pairs": pair_set.name,
+        "pairs_fingerprint": pair_set.fingerprint,
+    }
+    good, bad = scores[0::2], scores[1::2]  # (N,) each
+    groups = {
+        paradigm: [i for i, pair in enumerate(pair_set.pairs) if pair.paradigm == paradigm]
+        for paradigm in pair_set.paradigms
+    }
+    groups[OVERALL] = list(range(len(pair_set.pairs)))
+    return [
+        {**base, "paradigm": paradigm, **pair_accuracy(good[rows], bad[rows])}
+        for paradigm, rows in groups.items()
+    ]
+
+
+def pair_accuracy(good: Tensor, bad: Tensor) -> dict[str, Any]:
+    """Accuracy (good strictly above bad), its binomial standard error, the pairs and ties."""
+    n = len(good)
+    accuracy = float((good > bad).sum()) / n
+    return {
+        "n_pairs": n,
+        "pair_acc": accuracy,
+        "pair_acc_se": math.sqrt(accuracy * (1 - accuracy) / n),
+        "ties": int((good == bad).sum()),
+        "mean_margin": float((good - bad).mean()),  # nats: how far good is above bad
+    }
+
+
+def _device(settings: Settings) -> torch.device:
+    wants_gpu = settings.trainer.accelerator in ("auto", "gpu", "cuda")
+    return torch.device("cuda" if wants_gpu and torch.cuda.is_available() else "cpu")
