@@ -97,7 +97,8 @@ def group_runs(
     for run in runs:
         values = {k: str(run.get("overrides", {}).get(k)) for k in keys}
         group = groups.setdefault(
-            tuple(values.values()), Configuration(values, metric, higher_is_better)
+            tuple(values.values()),
+            Configuration(values, metric=metric, higher_is_better=higher_is_better),
         )
         group.runs.append(run)
     return [groups[k] for k in sorted(groups, key=lambda t: [natural_key(v) for v in t])]
