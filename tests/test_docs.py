@@ -157,6 +157,7 @@ NOT_RUNNABLE = {
     "python -m bench.data --text big.txt --repeats 3": (
         "too long: a 320 MB corpus, 3 first runs and 9 warm ones of train.py; no quick mode"
     ),
+    "git clone https://github.com/alexwarstadt/blimp": NETWORK + "; write_inputs stands in",
     "python -m bench.data --text big.txt --tokenizer-loss": (
         "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
     ),
@@ -344,6 +345,11 @@ def write_inputs(ws: Path) -> None:
     (ws / "big.txt").write_text(text[:200_000])
     shakespeare = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.is_file() else text[:60_000]
     (ws / "path" / "to").mkdir(parents=True)
+    pair = {"sentence_good": "The value is returned.", "sentence_bad": "The value are returned."}
+    (ws / "pairs.jsonl").write_text(json.dumps(pair) + "\n")
+    (ws / "blimp" / "data").mkdir(parents=True)  # what the docs' git clone makes: 2 paradigms
+    for uid in ("agreement", "order"):
+        (ws / "blimp" / "data" / f"{uid}.jsonl").write_text(json.dumps({**pair, "UID": uid}))
     (ws / "path" / "to" / "tinyshakespeare.txt").write_text(shakespeare)
 
 
