@@ -14,6 +14,7 @@ from tests.conftest import compose_config
     ("mode", "options"),
     [
         ("eval", ()),
+        ("eval", ("eval.pairs=builtin",)),
         ("generate", ("prompt=The",)),
         ("attention", ("prompt=The",)),
         ("export", ("export.format=safetensors",)),
