@@ -91,11 +91,11 @@ def test_decoder_score_is_the_sum_of_log_probs_after_eos(tiny_checkpoints) -> No
     eos = special_tokens_of(tokenizer_from_json(loaded.tokenizer_json)).eos_id
     assert all(s[0] == eos for s in sequences)  # scored as a document start
     expected = [_decoder_loop(loaded.model, s) for s in sequences]
-    # Batches of 2: sentences of different lengths share a padded forward pass.
-    batched = decoder_log_likelihoods(loaded.model, sequences, batch_size=2)
+    # All in one padded forward pass (sentences of different lengths), and each alone.
+    batched = decoder_log_likelihoods(loaded.model, sequences)
     assert batched.dtype == torch.float64
     assert batched.tolist() == pytest.approx(expected, abs=1e-4)
-    alone = decoder_log_likelihoods(loaded.model, sequences, batch_size=1)
+    alone = decoder_log_likelihoods(loaded.model, sequences, max_tokens=1)
     assert alone.tolist() == pytest.approx(expected, abs=1e-4)
 
 
@@ -106,8 +106,11 @@ def test_encoder_pll_masks_one_token_at_a_time(tiny_checkpoints) -> None:
     sequences = _framed(loaded, SENTENCES)
     assert all(s[0] == specials.cls_id and s[-1] == specials.sep_id for s in sequences)
     expected = [_pll_loop(loaded.model, s, specials.mask_id) for s in sequences]
-    scores = pseudo_log_likelihoods(loaded.model, sequences, specials.mask_id)
-    assert scores.tolist() == pytest.approx(expected, abs=1e-4)
+    # The rows of every sentence in one padded forward pass, and each sentence's alone.
+    packed = pseudo_log_likelihoods(loaded.model, sequences, specials.mask_id)
+    assert packed.tolist() == pytest.approx(expected, abs=1e-4)
+    alone = pseudo_log_likelihoods(loaded.model, sequences, specials.mask_id, max_tokens=1)
+    assert alone.tolist() == pytest.approx(expected, abs=1e-4)
 
 
 # --------------------------------------------------------------------------- accuracy
