@@ -30,7 +30,6 @@ from conf.schema import Settings
 from data.config import DataConfig
 from data.evaluation import data_to_evaluate
 from data.examples import check_stride
-from data.pairs import read_pairs
 from modes import eval_pairs
 from modes.report import append_records, format_value, markdown_table, natural_key, read_run
 from modes.summary import (
@@ -91,18 +90,18 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         columns = COLUMNS
         rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
     else:
-        eval_pairs.check_settings(settings)
-        pair_set = read_pairs(settings.eval.pairs)
         columns = eval_pairs.COLUMNS
-        rows = [r for c in checkpoints for r in eval_pairs.evaluate_pairs(c, settings, pair_set)]
+        rows = eval_pairs.evaluate_all(checkpoints, settings)
     print(markdown_table(columns, [{c: format_value(r.get(c)) for c in columns} for r in rows]))
     results: dict[str, Any] = {"results": rows}
     if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
         if settings.eval.pairs is None:
             results["configurations"] = by_configuration(rows)
-        else:
+        else:  # the accuracy over every pair
             overall = [r for r in rows if r["paradigm"] == eval_pairs.OVERALL]
-            results["configurations"] = by_configuration(overall, "pair_acc", ("ties",), True)
+            results["configurations"] = by_configuration(
+                overall, metric="pair_acc", others=(), higher_is_better=True
+            )
         print(results["configurations"])
     out = append_records(
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity

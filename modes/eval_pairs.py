@@ -13,6 +13,7 @@ also their mean).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import torch
 from torch import Tensor
 
 from conf.schema import Settings
-from data.pairs import PairSet, frame_sentence
+from data.pairs import PairSet, frame_sentence, read_pairs
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import Decoder
@@ -40,7 +41,14 @@ COLUMNS = (
 )
 
 
-def check_settings(settings: Settings) -> None:
+def evaluate_all(checkpoints: Sequence[Path], settings: Settings) -> list[dict[str, Any]]:
+    """The records of every checkpoint on the pairs ``eval.pairs`` names (read once)."""
+    _check_settings(settings)
+    pair_set = read_pairs(settings.eval.pairs)
+    return [record for ckpt in checkpoints for record in evaluate_pairs(ckpt, settings, pair_set)]
+
+
+def _check_settings(settings: Settings) -> None:
     """Pairs are scored with the checkpoint's tokenizer alone: a data.* setting would be
     ignored, so it is refused."""
     data_keys = [k for k in settings.overrides if k == "data" or k.startswith("data.")]
