@@ -196,15 +196,28 @@ class JobConfig:
 
 @dataclass
 class EvalConfig:
-    """The ``eval`` block of conf/config.yaml: how ``mode=eval`` scores a decoder.
+    """The ``eval`` block of conf/config.yaml: how ``mode=eval`` scores a checkpoint.
 
     stride: sliding windows of ``max_seq_len`` tokens, each scoring its last ``stride``
     tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
     None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
     ``max_seq_len`` when it is read.
+
+    harness: lm-evaluation-harness tasks (names, groups or tags, as ``lm-eval --tasks``
+    takes them: a list or one comma-separated string) to score a decoder on instead of text;
+    None = no harness. harness_include: a directory of task YAMLs added to the harness's
+    own (``lm-eval --include_path``). harness_limit: at most this many examples per task
+    (an integer), or this fraction of each (below 1), for a quick look (``--limit``);
+    harness_num_fewshot: examples in each prompt (``--num_fewshot``; None = the task's own);
+    harness_batch_size: requests per forward pass (``--batch_size``; changes speed only).
     """
 
     stride: int | None = None
+    harness: Any = None
+    harness_include: str | None = None
+    harness_limit: float | None = None
+    harness_num_fewshot: int | None = None
+    harness_batch_size: int = 16
 
     def __post_init__(self) -> None:
         check_field_types(self, "eval.")
@@ -213,6 +226,56 @@ class EvalConfig:
                 f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
                 "max_seq_len); omit it for non-overlapping windows"
             )
+        self.harness = _task_names(self.harness)
+        harness_keys = {
+            "harness_include": self.harness_include,
+            "harness_limit": self.harness_limit,
+            "harness_num_fewshot": self.harness_num_fewshot,
+        }
+        if self.harness is None:
+            stray = [f"eval.{k}" for k, v in harness_keys.items() if v is not None]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)} set without eval.harness: name the tasks to run, "
+                    "e.g. eval.harness=TASK (or drop them)"
+                )
+        elif self.stride is not None:
+            raise ValueError(
+                f"eval.stride={self.stride} is for scoring text; the harness tasks decide "
+                "their own contexts (drop eval.stride or eval.harness)"
+            )
+        limit = self.harness_limit
+        if limit is not None and not (0 < limit < 1 or (limit >= 1 and limit.is_integer())):
+            raise ValueError(
+                f"eval.harness_limit={limit:g} must be a whole number of examples (>= 1) or "
+                "a fraction of each task in (0, 1)"
+            )
+        if self.harness_num_fewshot is not None and self.harness_num_fewshot < 0:
+            raise ValueError(
+                f"eval.harness_num_fewshot={self.harness_num_fewshot} must be >= 0 (0: "
+                "zero-shot; omit it for each task's own)"
+            )
+        if self.harness_batch_size < 1:
+            raise ValueError(f"eval.harness_batch_size={self.harness_batch_size} must be >= 1")
+
+
+def _task_names(value: Any) -> list[str] | None:
+    """eval.harness as a list of task names: from a list, or one comma-separated string."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError(
+            f"eval.harness={value!r} must name tasks: eval.harness=TASK, "
+            "eval.harness='TASK1,TASK2' or eval.harness=[TASK1,TASK2]"
+        )
+    names = [item.strip() for item in items if item.strip()]
+    if not names:
+        raise ValueError(
+            f"eval.harness={value!r} names no task: eval.harness=TASK (or omit it for "
+            "tinylm's own loss, ppl and bpc)"
+        )
+    return list(dict.fromkeys(names))
 
 
 @dataclass

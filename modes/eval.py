@@ -56,6 +56,10 @@ IDENTITY = ("checkpoint", "data", "data_fingerprint", "split", "stride", "mask_s
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
+        from modes import eval_harness  # imports the harness only when asked
+
+        return eval_harness.run(settings, callbacks)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
@@ -71,9 +75,15 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     return {**results, "eval_jsonl": str(out)}
 
 
-def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
-    """The evaluated loss of a sweep's runs grouped as the sweep summary groups them (by
-    every swept key but the seed; modes/summary.py), as a markdown table."""
+def by_configuration(
+    rows: Sequence[dict[str, Any]],
+    metric: str = "loss",
+    others: Sequence[str] = METRICS[1:],
+    higher_is_better: bool = False,
+) -> str:
+    """The evaluated ``metric`` (with the means of ``others``) of a sweep's runs grouped as
+    the sweep summary groups them (by every swept key but the seed; modes/summary.py), as a
+    markdown table."""
     runs = []
     for row in rows:
         run_dir = Path(row["checkpoint"]).parent.parent
@@ -83,8 +93,7 @@ def by_configuration(rows: Sequence[dict[str, Any]]) -> str:
             run["overrides"] = stored["overrides"]
         runs.append(run)
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
-    configs = group_runs(runs, keys, metric="loss")
-    others = [m for m in METRICS if m != "loss"]
+    configs = group_runs(runs, keys, metric=metric, higher_is_better=higher_is_better)
     return configuration_table(configs, configuration_rows(configs, others), others)
 
 

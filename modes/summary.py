@@ -2,7 +2,8 @@
 
 Runs that differ only in ``seed`` are one configuration: its ``best_val_loss`` is reported as
 mean ± sample standard deviation over its completed runs, and each configuration is compared
-with the best one: a difference counts when it exceeds two standard errors of the difference
+with the best one (the lowest loss; the highest mean where higher is better, as for a
+harness task's accuracy): a difference counts when it exceeds two standard errors of the difference
 (``sqrt(se_a² + se_b²)``, ``se = std / sqrt(n)``). With one run per configuration no spread is
 known and no difference is judged. The sweep summary (``modes/sweep_summary.py``) and
 ``mode=eval`` over a sweep both group runs this way, so this module needs the standard library
@@ -31,6 +32,7 @@ class Configuration:
     values: dict[str, str]
     runs: list[dict[str, Any]] = field(default_factory=list)
     metric: str = "best_val_loss"  # the loss compared between configurations
+    higher_is_better: bool = False  # an accuracy: the best configuration is the highest
 
     @property
     def completed(self) -> list[dict[str, Any]]:
@@ -86,34 +88,43 @@ def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def group_runs(
-    runs: Sequence[dict[str, Any]], keys: Sequence[str], metric: str = "best_val_loss"
+    runs: Sequence[dict[str, Any]],
+    keys: Sequence[str],
+    metric: str = "best_val_loss",
+    higher_is_better: bool = False,
 ) -> list[Configuration]:
     """One ``Configuration`` per distinct setting of ``keys``, in natural order of the values."""
     groups: dict[tuple[str, ...], Configuration] = {}
     for run in runs:
         values = {k: str(run.get("overrides", {}).get(k)) for k in keys}
-        group = groups.setdefault(tuple(values.values()), Configuration(values, metric=metric))
+        group = groups.setdefault(
+            tuple(values.values()),
+            Configuration(values, metric=metric, higher_is_better=higher_is_better),
+        )
         group.runs.append(run)
     return [groups[k] for k in sorted(groups, key=lambda t: [natural_key(v) for v in t])]
 
 
 def best_configuration(configs: Sequence[Configuration]) -> Configuration | None:
-    """The configuration with the lowest mean loss (None when every one failed)."""
+    """The configuration with the lowest mean loss, or the highest mean of a metric where
+    higher is better (None when every one failed)."""
     ranked = [c for c in configs if c.mean is not None]
-    return min(ranked, key=lambda c: c.mean) if ranked else None
+    if not ranked:
+        return None
+    return (max if ranked[0].higher_is_better else min)(ranked, key=lambda c: c.mean)
 
 
 def difference_from_best(
     config: Configuration, best: Configuration
 ) -> tuple[float | None, bool | None]:
-    """(mean - best mean, whether it exceeds two standard errors of the difference); the
-    second is None when either side has fewer than two runs."""
+    """(mean - best mean, whether its size exceeds two standard errors of the difference);
+    the second is None when either side has fewer than two runs."""
     if config.mean is None or best.mean is None:
         return None, None
     diff = config.mean - best.mean
     if config.standard_error is None or best.standard_error is None:
         return diff, None
-    return diff, diff > 2 * math.hypot(config.standard_error, best.standard_error)
+    return diff, abs(diff) > 2 * math.hypot(config.standard_error, best.standard_error)
 
 
 def mean_pm_std(config: Configuration) -> str:
@@ -170,6 +181,6 @@ def _display(row: dict[str, Any]) -> dict[str, Any]:
         verdict = ""
     else:
         judged = {True: " (> 2 SE)", False: " (within noise)", None: ""}[row["exceeds_2se"]]
-        verdict = f"+{row['vs_best']:.4f}{judged}"
+        verdict = f"{row['vs_best']:+.4f}{judged}"
     shown = {k: format_value(v) for k, v in row.items()}
     return {**shown, "vs_best": verdict}
