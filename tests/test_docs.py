@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ TRAIN_OVERRIDES = [f"{k}={v}" for k, v in TINY.items()] + ["logger=none"]
 READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export")
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
+HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
 INSTALL = "creates a virtual environment and installs from the package index (CI's .ci/run does)"
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
@@ -125,7 +127,7 @@ NOT_RUNNABLE = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
     "pip install -e . && python train.py": INSTALL + "; its last command runs below",
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-    'pip install -e ".[dev,launchers,hf]" && python -m pytest': INSTALL + "; " + SUITE,
+    'pip install -e ".[dev,launchers,hf,eval]" && python -m pytest': INSTALL + "; " + SUITE,
     'python -m pytest -m "not slow"': SUITE,
     "python train.py trainer=ddp trainer.devices=4": GPU,
     "python train.py trainer=gpu": GPU,
@@ -136,6 +138,8 @@ NOT_RUNNABLE = {
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
     "python train.py data=wikitext2": NETWORK,
+    f"{HUB_TASKS}hellaswag,arc_easy": NETWORK,
+    f"{HUB_TASKS}piqa eval.harness_num_fewshot=5": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
@@ -345,6 +349,7 @@ def write_inputs(ws: Path) -> None:
     shakespeare = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.is_file() else text[:60_000]
     (ws / "path" / "to").mkdir(parents=True)
     (ws / "path" / "to" / "tinyshakespeare.txt").write_text(shakespeare)
+    shutil.copytree(ROOT / "docs" / "harness", ws / "docs" / "harness")  # the example task
 
 
 @dataclass
@@ -537,6 +542,8 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
     log = result["log"][-4000:]
     if text.startswith("python -m bench.data --make-corpus") and not SHAKESPEARE.is_file():
         pytest.skip(f"the benchmark reads {SHAKESPEARE}, which this checkout lacks")
+    if "eval.harness=" in text:  # the eval extra (CI installs it): skipped where it is missing
+        pytest.importorskip("accelerate", reason='lm-eval: pip install -e ".[eval]"')
     if text in FAILS:
         code, message = FAILS[text]
         assert result["rc"] == code, f"{text}: exit {result['rc']}, not {code}\n{log}"
@@ -564,10 +571,10 @@ def test_listed_train_commands_compose(text: str) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from train import verbatim_prompt
+    from train import harness_task_list, verbatim_prompt
 
     words = split_env(text)[1]
-    args = verbatim_prompt(words[words.index("train.py") + 1 :])
+    args = harness_task_list(verbatim_prompt(words[words.index("train.py") + 1 :]))
     args = [a for a in args if a != "-m"]
     first = []
     for override in OverridesParser.create().parse_overrides(args):
@@ -579,7 +586,7 @@ def test_listed_train_commands_compose(text: str) -> None:
     first = [a for a in first if not a.startswith(("hydra/launcher=", "hydra.launcher."))]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[*first, "output_dir=unused"])
-    assert cfg.mode == "train"
+    assert cfg.mode == next((a[len("mode=") :] for a in first if a.startswith("mode=")), "train")
 
 
 def test_relative_links_and_images_resolve() -> None:
