@@ -40,6 +40,9 @@ DOCS = [
 ]
 
 
+AGGREGATE = "aggregate_metric_list: [{metric: acc, weight_by_size: true}]\n"  # of a group
+
+
 def write_task(folder: Path, name: str, docs: list[dict] = DOCS, **fields: object) -> Path:
     """A multiple-choice task ``name`` over ``docs`` (answer: the first choice), as a YAML
     and a jsonl file in ``folder``; ``fields`` replace lines of the YAML."""
@@ -199,6 +202,20 @@ def test_a_sweep_is_scored_job_by_job_and_summarised(tiny_checkpoints, tiny_ckpt
     assert json.loads((sweep / "eval.jsonl").read_text().splitlines()[0])["task"] == "choice"
 
 
+def test_a_group_is_scored_with_its_tasks(tiny_checkpoints, tmp_path) -> None:
+    pytest.importorskip("accelerate", reason='the harness\'s HF model: pip install -e ".[eval]"')
+    tasks = write_task(tmp_path / "tasks", "first")
+    write_task(tasks, "second", DOCS[:3])
+    (tasks / "both.yaml").write_text(f"group: both\ntask: [first, second]\n{AGGREGATE}")
+    ckpt, include = tiny_checkpoints["decoder"], f"eval.harness_include={tasks}"
+    rows = evaluate(ckpt, "eval.harness=both", include)["results"]
+    acc = {r["task"]: r for r in rows if r["metric"] == "acc"}
+    assert set(acc) == {"first", "second", "both"}
+    assert (acc["both"]["n"], acc["both"]["n_total"]) == (len(DOCS) + 3, len(DOCS) + 3)
+    weighted = (acc["first"]["value"] * len(DOCS) + acc["second"]["value"] * 3) / (len(DOCS) + 3)
+    assert acc["both"]["value"] == pytest.approx(weighted)
+
+
 def test_the_best_configuration_is_the_highest_where_higher_is_better() -> None:
     runs = [
         {"status": "completed", "overrides": {"lr": lr, "seed": s}, "acc": acc}
@@ -287,16 +304,20 @@ def test_an_include_directory_without_yamls_is_refused(tiny_checkpoints, tmp_pat
 
 def test_an_unknown_task_is_named_with_the_close_ones(tiny_checkpoints, tmp_path) -> None:
     pytest.importorskip("accelerate", reason='the harness\'s HF model: pip install -e ".[eval]"')
+    """A misspelt task of the include directory, of the harness's own, and a task a group
+    names that nothing defines."""
     tasks = write_task(tmp_path / "tasks", "choice")
+    (tasks / "broken.yaml").write_text(f"group: broken\ntask: [choice, nosuch]\n{AGGREGATE}")
     with pytest.raises(ValueError) as err:
         evaluate(
             tiny_checkpoints["decoder"],
-            "eval.harness=[choise,hellaswagg]",
+            "eval.harness=[choise,hellaswagg,broken]",
             f"eval.harness_include={tasks}",
         )
     message = str(err.value)
     assert "unknown harness task(s) choise (did you mean choice" in message
     assert "hellaswagg (did you mean hellaswag" in message and "\n" not in message
+    assert ", nosuch" in message
 
 
 @pytest.mark.parametrize("offline_at_import", [True, False])

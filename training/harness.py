@@ -264,14 +264,22 @@ def _members(
         for member in sorted(entry.tags):
             yield from _members(manager, member, seen)
     elif kind == "GROUP":
-        items = (entry.cfg or {}).get("task") or []
-        for item in items if isinstance(items, list) else [items]:
-            if isinstance(item, dict) and "dataset_path" in item:
-                yield str(item.get("task")), item
-            elif isinstance(item, dict | str):
-                sub = item.get("task") if isinstance(item, dict) else item
-                if isinstance(sub, str):
-                    yield from _members(manager, sub, seen)
+        yield from _group_members(manager, (entry.cfg or {}).get("task"), seen)
+
+
+def _group_members(
+    manager: Any, items: Any, seen: frozenset[str]
+) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """``_members`` of a group's ``task:`` list: names, inline task configs (a dict whose
+    task the index lacks) and inline groups (a dict whose task is a list)."""
+    for item in items if isinstance(items, list) else [items]:
+        sub = item.get("task") if isinstance(item, dict) else item
+        if isinstance(sub, list):
+            yield from _group_members(manager, sub, seen)
+        elif isinstance(item, dict) and sub not in manager.task_index:
+            yield str(sub), item
+        elif isinstance(sub, str):
+            yield from _members(manager, sub, seen)
 
 
 def _hub_datasets(manager: Any, name: str) -> Iterator[str]:
