@@ -152,27 +152,35 @@ def test_records_accumulate_and_a_rerun_replaces_its_own(tiny_checkpoints, tmp_p
     tasks = tmp_path / "tasks"
     write_task(tasks, "first")
     write_task(tasks, "second", DOCS[:3])
-    ckpt = tiny_checkpoints["decoder"]
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"  # a copy: its eval.jsonl is ours
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(tiny_checkpoints["decoder"].read_bytes())
     records_file = ckpt.parent / "eval.jsonl"
-    before = [text for text, _ in read_records(records_file)]
     include = f"eval.harness_include={tasks}"
+    plain = evaluate(ckpt)["results"]  # mode=eval's own record, on the run's validation split
     evaluate(ckpt, "eval.harness=first", include)
-    out = evaluate(ckpt, "eval.harness=second", include, "eval.harness_limit=2")
+    out = evaluate(ckpt, "eval.harness=second", include)
     assert out["eval_jsonl"] == str(records_file)
+    limited = evaluate(ckpt, "eval.harness=first", include, "eval.harness_limit=2")["results"]
     rerun = evaluate(ckpt, "eval.harness=first", include)
-    records = [r for _, r in read_records(records_file)][len(before) :]
-    assert [(r["task"], r["metric"]) for r in records] == [
-        ("second", "acc"),
-        ("second", "acc_norm"),
-        ("first", "acc"),
-        ("first", "acc_norm"),
+    records = [r for _, r in read_records(records_file)]
+    assert records[:1] == plain
+    records = records[1:]
+    assert [(r["task"], r["metric"], r["limit"]) for r in records] == [
+        ("second", "acc", None),
+        ("second", "acc_norm", None),
+        ("first", "acc", 2.0),
+        ("first", "acc_norm", 2.0),
+        ("first", "acc", None),
+        ("first", "acc_norm", None),
     ]
+    assert records[2:4] == limited and (limited[0]["n"], limited[0]["n_total"]) == (2, len(DOCS))
     second = records[0]
-    assert (second["n"], second["n_total"], second["limit"]) == (2, 3, 2.0)
+    assert (second["n"], second["n_total"]) == (3, 3)
     assert second["harness"] == f"lm-eval {lm_eval.__version__}"
     assert (second["evaluation"], second["checkpoint"]) == ("harness", str(ckpt.resolve()))
     assert second["task_version"] == 2.0 and second["num_fewshot"] == 0
-    assert records[2:] == rerun["results"]
+    assert records[4:] == rerun["results"]
 
 
 def test_a_sweep_is_scored_job_by_job_and_summarised(tiny_checkpoints, tiny_ckpt, tmp_path):

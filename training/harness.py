@@ -154,10 +154,14 @@ def harness_model(loaded: LoadedCheckpoint, batch_size: int) -> Any:
 
 
 def run_harness(
-    loaded: LoadedCheckpoint, manager: Any, names: Sequence[str], cfg: EvalConfig, **options: Any
+    loaded: LoadedCheckpoint,
+    manager: Any,
+    names: Sequence[str],
+    cfg: EvalConfig,
+    log_samples: bool = False,
 ) -> dict[str, Any]:
-    """``lm_eval.simple_evaluate`` of the checkpoint on ``names``: the harness's results
-    (``options``: more of its keyword arguments, e.g. ``log_samples=True``)."""
+    """``lm_eval.simple_evaluate`` of the checkpoint on ``names``: the harness's results,
+    with every request and response under ``samples`` when ``log_samples``."""
     from lm_eval import evaluator
 
     lm = harness_model(loaded, cfg.harness_batch_size)
@@ -170,8 +174,7 @@ def run_harness(
             num_fewshot=cfg.harness_num_fewshot,
             limit=int(limit) if limit is not None and limit >= 1 else limit,
             batch_size=cfg.harness_batch_size,
-            log_samples=options.pop("log_samples", False),
-            **options,
+            log_samples=log_samples,
         )
 
 
