@@ -18,6 +18,7 @@ from typing import Any
 from common.files import write_text_atomically
 from modes.plots import plot_curves, plot_heatmap
 from modes.report import collect_runs, format_value, markdown_table
+from modes.significance import ALPHA
 from modes.summary import (
     MEANS,
     REPLICATE_KEY,
@@ -46,7 +47,15 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
     run_columns = ["run", *keys, *(c for c in _FIXED_KEYS if c not in keys), *_RUN_COLUMNS]
     run_columns.append("error")
     run_rows = [{c: format_value(_run_value(run, c)) for c in run_columns} for run in runs]
-    numbers = ["best_val_loss_mean", "best_val_loss_std", "vs_best", "exceeds_2se"]
+    numbers = [
+        "best_val_loss_mean",
+        "best_val_loss_std",
+        "vs_best",
+        "exceeds_2se",
+        "welch_p",
+        "holm_p",
+        "holm_significant",
+    ]
     written = [
         _write_csv(
             sweep_dir / "summary.csv",
@@ -77,7 +86,11 @@ def _explanation(
         f"{n_runs} runs in {len(configs)} configurations. best_val_loss is the mean ± "
         "sample standard deviation over a configuration's completed runs (seeds are "
         "replicates); vs_best is its difference from the best configuration's mean, "
-        '"> 2 SE" when that exceeds two standard errors of the difference.'
+        '"> 2 SE" when that exceeds two standard errors of the difference. p_welch is '
+        "the two-sided p-value of Welch's t-test against the best configuration, holm its "
+        f"Holm-adjusted value over all {sum(r['welch_p'] is not None for r in rows)} such "
+        f"comparisons, significant at <= {ALPHA} (the family-wise error rate). The best is "
+        "chosen from the same runs, so its lead is optimistic: confirm it with new seeds."
     )
     if min(c.n for c in configs) < 2:
         text += (
