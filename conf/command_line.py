@@ -52,9 +52,14 @@ def check_command_line(argv: Sequence[str]) -> None:
             for choice in _chosen(override):
                 _check_choice(head, choice, choices[head])
         elif rest and head in GROUPS:
+            key, _, below = rest.partition(".")  # data.path.train: path
             scope = (f"{head}.", _field_names(GROUPS[head]))
             retired[scope[0]] = getattr(GROUPS[head], "RETIRED_KEYS", {})
-            keys.setdefault(scope, []).append(rest.split(".")[0])  # data.path.train: path
+            keys.setdefault(scope, []).append(key)
+            nested = getattr(GROUPS[head], "NESTED", {}).get(key)
+            if nested is not None and below:  # trainer.budget.flops: flops, a BudgetConfig's
+                nested_scope = (f"{head}.{key}.", _field_names(nested))
+                keys.setdefault(nested_scope, []).append(below.split(".")[0])
         elif not rest:
             keys.setdefault(("", top_level), []).append(head)
         elif head not in top_level:

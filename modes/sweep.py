@@ -37,7 +37,8 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from modes.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
 
-        for path in write_sweep_summary(Path(config.hydra.sweep.dir)):
+        target = config.get("summary", {}).get("target_loss")
+        for path in write_sweep_summary(Path(config.hydra.sweep.dir), target_loss=target):
             print(f"tinylm: wrote {path}")
 
 

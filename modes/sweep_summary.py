@@ -28,14 +28,20 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
+from modes.time_to_target import UNITS, target_rows, target_section
 
 # The columns of runs.csv after the swept keys: these two even when not swept, then results.
 _FIXED_KEYS = ("model.num_heads", "model.dropout")
 _RUN_COLUMNS = ("params", "best_val_loss", "val_ppl", "val_acc", "tokens_per_sec", "status")
+_TARGET_COLUMNS = (
+    "reached",
+    *(f"{unit}_to_target_{stat}" for unit in UNITS for stat in ("mean", "std")),
+)
 
 
-def write_sweep_summary(sweep_dir: Path) -> list[Path]:
-    """The summary files of ``sweep_dir`` (see the module docstring); the paths written."""
+def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> list[Path]:
+    """The summary files of ``sweep_dir`` (see the module docstring), with the time to
+    ``target_loss`` when given; the paths written."""
     sweep_dir = Path(sweep_dir)
     runs = collect_runs(sweep_dir)
     if not runs:
@@ -46,6 +52,9 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
     rows = configuration_rows(configs)
     run_columns = ["run", *keys, *(c for c in _FIXED_KEYS if c not in keys), *_RUN_COLUMNS]
     run_columns.append("error")
+    target = target_rows(configs, target_loss) if target_loss is not None else None
+    if target is not None:  # the per-configuration columns of summary.csv
+        rows = [{**row, **extra} for row, extra in zip(rows, target, strict=True)]
     run_rows = [{c: format_value(_run_value(run, c)) for c in run_columns} for run in runs]
     numbers = [
         "best_val_loss_mean",
@@ -59,7 +68,7 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
     written = [
         _write_csv(
             sweep_dir / "summary.csv",
-            [*config_keys, "n", "failed", *numbers, *MEANS],
+            [*config_keys, "n", "failed", *numbers, *MEANS, *(_TARGET_COLUMNS if target else ())],
             rows,
         ),
         _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
@@ -68,6 +77,7 @@ def write_sweep_summary(sweep_dir: Path) -> list[Path]:
         f"# Sweep {sweep_dir}\n\n{_explanation(configs, rows, len(runs))}\n\n"
         "## Configurations\n\n"
         + configuration_table(configs, rows, MEANS)
+        + ("" if target is None else "\n" + target_section(configs, target, target_loss))
         + "\n## Runs\n\n"
         + markdown_table(run_columns, run_rows)
     )
