@@ -107,14 +107,22 @@ def test_a_failed_trial_is_recorded_and_the_search_goes_on(tmp_path: Path) -> No
     sweep = tmp_path / "sweep"
     # TINY's width 32 takes 2 heads, not 3. The seeded random sampler draws 3, 2, 3: the
     # study must carry on past a failed trial, and one trial at a time (n_jobs=1) the next
-    # trial is asked after the failure is told.
+    # trial is asked after the failure is told. The search space comes from a config file.
+    preset = tmp_path / "conf" / "experiment" / "heads.yaml"
+    preset.parent.mkdir(parents=True)
+    preset.write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      model.num_heads: choice(2,3)\n"
+    )
     proc = train_py(
+        "--config-dir",
+        str(tmp_path / "conf"),
         *SEARCH,
+        "experiment=heads",
         "hydra/sweeper/sampler=random",
         "hydra.sweeper.sampler.seed=0",
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.n_jobs=1",
-        "model.num_heads=choice(2,3)",
+        "logger=tensorboard",
         f"hydra.sweep.dir={sweep}",
         cwd=tmp_path,
     )
@@ -131,6 +139,10 @@ def test_a_failed_trial_is_recorded_and_the_search_goes_on(tmp_path: Path) -> No
     result = OmegaConf.load(sweep / "optimization_results.yaml")
     assert result.best_params == {"model.num_heads": 2}
     assert result.best_value == pytest.approx(_metrics(sweep, "1")["best_val_loss"])
+    # The run is named by the searched key alone (multirun.yaml's search space), as a swept
+    # key names the runs of other sweeps.
+    (run_dir,) = (sweep / "1" / "tensorboard").iterdir()
+    assert run_dir.name == "model.num_heads=2"
 
 
 def test_a_search_whose_every_trial_failed_ends_in_one_line_with_its_summary(
