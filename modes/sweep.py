@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, read_write
 
@@ -32,7 +33,7 @@ class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             check_launcher(config.hydra.launcher)
-            check_search(config.hydra.sweeper)
+            check_search(config.hydra)
         except ValueError as err:  # before any job starts: one line, no traceback
             print(f"tinylm: error: {err}", file=sys.stderr)
             raise SystemExit(1) from None
@@ -72,11 +73,13 @@ def check_launcher(launcher: DictConfig) -> None:
         )
 
 
-def check_search(sweeper: DictConfig) -> None:
-    """What an Optuna search (``hydra/sweeper=optuna``) needs before its first trial: the
-    direction that minimises the loss, a storage this install can open, and known keys in a
-    search space written in a config file (``hydra.sweeper.params``; the command line's are
-    ``conf.command_line``'s)."""
+def check_search(hydra: DictConfig) -> None:
+    """What an Optuna search (``hydra/sweeper=optuna``; ``hydra`` is the multirun's Hydra
+    config) needs before its first trial: the direction that minimises the loss, a storage
+    this install can open, each key searched or fixed on the command line, not both, and
+    known keys in a search space written in a config file (``hydra.sweeper.params``; the
+    command line's are ``conf.command_line``'s)."""
+    sweeper = hydra.sweeper
     if sweeper.get("_target_") not in (OPTUNA_SWEEPER, OPTUNA_SEARCH):
         return
     direction = sweeper.get("direction")
@@ -95,11 +98,33 @@ def check_search(sweeper: DictConfig) -> None:
             f"{version('sqlalchemy')}; leave hydra.sweeper.storage at null (the study lives in "
             "memory and the sweep directory keeps every trial: re-run in it to resume)"
         )
+    _check_searched_once(list(hydra.get("overrides", {}).get("task", [])))
     params = sweeper.get("params") or {}
+    sources = hydra.get("runtime", {}).get("config_sources", [])
+    config_dirs = [s.path for s in sources if s.provider == "command-line" and s.schema == "file"]
     try:
-        check_command_line([f"{key}={value}" for key, value in params.items()])
+        check_command_line(
+            [
+                *(f"--config-dir={d}" for d in config_dirs[:1]),
+                *(f"{k}={v}" for k, v in params.items()),
+            ]
+        )
     except ValueError as err:
         raise ValueError(f"hydra.sweeper.params: {err}") from None
+
+
+def _check_searched_once(overrides: list[str]) -> None:
+    """The plugin searches a key given a range only when it is given no single value too (it
+    keeps the value, silently): a key given both on the command line is refused."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    searched = {o.key_or_group: o.input_line for o in parsed if o.is_sweep_override()}
+    for override in parsed:
+        if not override.is_sweep_override() and override.key_or_group in searched:
+            raise ValueError(
+                f"{override.input_line} and {searched[override.key_or_group]}: the search "
+                f"would keep the single value and not search {override.key_or_group}; give "
+                "the key once, its value or its range"
+            )
 
 
 def _major(package: str) -> int:

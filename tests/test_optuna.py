@@ -206,23 +206,43 @@ def test_a_known_search_space_passes_the_command_line_check() -> None:
     check_command_line(["-m", "hydra/sweeper=optuna", *LR_AND_DROPOUT, "model=choice(gpt,bert)"])
 
 
-def _sweeper(**settings: object) -> DictConfig:
-    return OmegaConf.create(
-        {"_target_": OPTUNA_SWEEPER, "direction": "minimize", "storage": None, **settings}
-    )
+def _search(*overrides: str, **settings: object) -> DictConfig:
+    """The Hydra config of an Optuna search with ``settings`` and command-line ``overrides``."""
+    sweeper = {"_target_": OPTUNA_SWEEPER, "direction": "minimize", "storage": None, **settings}
+    return OmegaConf.create({"sweeper": sweeper, "overrides": {"task": list(overrides)}})
 
 
 def test_search_space_in_a_config_file_is_checked() -> None:
-    check_search(_sweeper(params={"optim.lr": "interval(1e-4,1e-2)"}))
+    check_search(_search(params={"optim.lr": "interval(1e-4,1e-2)"}))
     with pytest.raises(ValueError, match=r"hydra.sweeper.params: .*did you mean optim.lr\?"):
-        check_search(_sweeper(params={"optim.lrr": "interval(1e-4,1e-2)"}))
+        check_search(_search(params={"optim.lrr": "interval(1e-4,1e-2)"}))
+
+
+def test_a_group_of_the_config_dir_may_be_searched(tmp_path: Path) -> None:
+    for choice in ("small", "large"):
+        (tmp_path / "size" / f"{choice}.yaml").parent.mkdir(exist_ok=True)
+        (tmp_path / "size" / f"{choice}.yaml").write_text("# @package _global_\n")
+    search = _search(params={"size": "choice(small,large)"})
+    with pytest.raises(ValueError, match="unknown key"):
+        check_search(search)  # conf/ alone has no group size
+    sources = [{"path": str(tmp_path), "schema": "file", "provider": "command-line"}]
+    search.runtime = {"config_sources": sources}
+    check_search(search)
+
+
+def test_a_key_searched_and_fixed_on_the_command_line_is_refused() -> None:
+    check_search(_search("optim.lr=interval(1e-4,1e-2)", "model.dropout=0.1"))
+    with pytest.raises(
+        ValueError, match=r"optim.lr=3e-3 and optim.lr=interval\(.*not search optim"
+    ):
+        check_search(_search("optim.lr=3e-3", "optim.lr=interval(1e-4,1e-2)"))
 
 
 def test_the_storage_check_agrees_with_optuna(tmp_path: Path) -> None:
     """A database storage is refused exactly when this install of Optuna cannot open it."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
     try:
-        check_search(_sweeper(storage=url))
+        check_search(_search(storage=url))
         refused = False
     except ValueError as err:
         assert "leave hydra.sweeper.storage at null" in str(err)
@@ -233,7 +253,7 @@ def test_the_storage_check_agrees_with_optuna(tmp_path: Path) -> None:
     except Exception:
         opened = False
     assert refused != opened
-    check_search(_sweeper(storage=None))
+    check_search(_search(storage=None))
 
 
 @pytest.mark.parametrize(
