@@ -37,17 +37,27 @@ class SweepSummary(Callback):
         except ValueError as err:  # before any job starts: one line, no traceback
             print(f"tinylm: error: {err}", file=sys.stderr)
             raise SystemExit(1) from None
-        if config.hydra.sweeper.get("_target_") == OPTUNA_SWEEPER:
+        sweeper = config.hydra.sweeper
+        if sweeper.get("_target_") == OPTUNA_SWEEPER:
+            # Why the plugin's sweeper runs under tinylm's: hydra_plugins/tinylm_optuna.py.
             with read_write(config.hydra):  # Hydra builds the sweeper from this config next
-                config.hydra.sweeper._target_ = OPTUNA_SEARCH
+                sweeper._target_ = OPTUNA_SEARCH
             # Building it imports Optuna, which imports alembic: one INFO line per plugin.
             logging.getLogger("alembic").setLevel(logging.WARNING)
         sweep_dir = config.hydra.sweep.dir
-        print(
-            f"tinylm: sweep directory {sweep_dir}; if the sweep is interrupted, re-run the "
-            f"same command with hydra.sweep.dir={sweep_dir}: finished runs are skipped, "
-            "unfinished ones resume from their last checkpoint"
-        )
+        if sweeper.get("sampler", {}).get("seed", 0) is None:
+            hint = (
+                "this Optuna search has no hydra.sweeper.sampler.seed, so a re-run draws other "
+                "trials and cannot resume it: give a seed (e.g. hydra.sweeper.sampler.seed=0) "
+                "to make it reproducible"
+            )
+        else:
+            hint = (
+                f"if the sweep is interrupted, re-run the same command with "
+                f"hydra.sweep.dir={sweep_dir}: finished runs are skipped, unfinished ones "
+                "resume from their last checkpoint"
+            )
+        print(f"tinylm: sweep directory {sweep_dir}; {hint}")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         write_summary(Path(config.hydra.sweep.dir))

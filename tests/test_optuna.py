@@ -96,6 +96,7 @@ def test_a_seeded_search_lists_its_trials_and_is_reproduced_in_its_directory(
     # The same command in the same directory: the seeded sampler proposes the same trials,
     # so every finished one is skipped (other values would stop the sweep) and the study ends
     # where it ended.
+    assert f"re-run the same command with hydra.sweep.dir={sweep}" in proc.stdout
     again = train_py(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("already completed, skipping it") == 3
@@ -158,6 +159,8 @@ def test_a_search_whose_every_trial_failed_ends_in_one_line_with_its_summary(
         cwd=tmp_path,
     )
     assert proc.returncode == 1
+    # Unseeded: the start says that a re-run would not resume it.
+    assert "has no hydra.sweeper.sampler.seed, so a re-run draws other trials" in proc.stdout
     assert "No trials are completed yet" not in proc.stderr  # the plugin's, answered here
     (line,) = _error_lines(proc.stderr)
     assert "all 2 trials of the Optuna search failed" in line
