@@ -13,7 +13,9 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from conf.command_line import check_command_line
+from modes.report import write_metrics
 from modes.sweep import OPTUNA_SWEEPER, check_search
+from modes.sweep_summary import write_sweep_summary
 from tests.conftest import TINY, train_py
 
 optuna = pytest.importorskip("optuna")
@@ -170,6 +172,27 @@ def test_a_search_whose_every_trial_failed_ends_in_one_line_with_its_summary(
     assert [r["status"] for r in runs] == ["failed", "failed"]
     assert "Optuna's best trial" not in (sweep / "summary.md").read_text()
     assert not (sweep / "optimization_results.yaml").exists()
+
+
+def test_the_summary_of_a_search_names_its_best_trial_and_draws_no_heatmap(
+    tmp_path: Path,
+) -> None:
+    for job, (lr, loss) in enumerate([("0.001", 2.5), ("0.003", 2.25), ("0.002", 2.75)]):
+        overrides = {"optim.lr": lr, "logger": "none"}
+        record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
+        write_metrics(tmp_path / str(job), record)
+    OmegaConf.save({"hydra": {"sweeper": {"_target_": OPTUNA_SWEEPER}}}, tmp_path / "multirun.yaml")
+    results = {"name": "optuna", "best_params": {"optim.lr": 0.003}, "best_value": 2.25}
+    OmegaConf.save(results, tmp_path / "optimization_results.yaml")
+    written = {p.name for p in write_sweep_summary(tmp_path)}
+    assert written == {"summary.md", "summary.csv", "runs.csv"}  # no heatmap; no curves logged
+    summary = (tmp_path / "summary.md").read_text()
+    assert "Optuna's best trial: run 1 (optim.lr=0.003), best_val_loss 2.25" in summary
+    assert "add seeds" not in summary  # a trial is one run: seeds would be searched, not replicates
+    # The same sweep by the basic sweeper: a heatmap, no best trial.
+    OmegaConf.save({"hydra": {"sweeper": {"_target_": "BasicSweeper"}}}, tmp_path / "multirun.yaml")
+    assert "heatmap_val_loss.png" in {p.name for p in write_sweep_summary(tmp_path)}
+    assert "Optuna's best trial" not in (tmp_path / "summary.md").read_text()
 
 
 # --------------------------------------------------------------------------- bad settings
