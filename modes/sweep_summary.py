@@ -6,6 +6,9 @@ summary can be rebuilt at any time. Runs are grouped by configuration with seeds
 
 Writes ``summary.md`` (configurations, then runs), ``summary.csv`` (configurations),
 ``runs.csv`` (runs), ``heatmap_val_loss.png`` and ``curves_val_loss.png`` (``modes/plots.py``).
+An Optuna search (``hydra/sweeper=optuna``) is one run per trial, numbered as Optuna numbers
+its trials; its summary names the best trial (the plugin's ``optimization_results.yaml``) and
+draws no heatmap (values drawn from a range fill one cell per row and column).
 """
 
 from __future__ import annotations
@@ -73,8 +76,12 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         ),
         _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
     ]
+    search = _search_result(sweep_dir)
+    explanation = _explanation(configs, rows, len(runs), search is not None)
+    if search:
+        explanation += " " + _best_trial(search, runs)
     markdown = (
-        f"# Sweep {sweep_dir}\n\n{_explanation(configs, rows, len(runs))}\n\n"
+        f"# Sweep {sweep_dir}\n\n{explanation}\n\n"
         "## Configurations\n\n"
         + configuration_table(configs, rows, MEANS)
         + ("" if target is None else "\n" + target_section(configs, target, target_loss))
@@ -82,7 +89,7 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         + markdown_table(run_columns, run_rows)
     )
     written.append(write_text_atomically(sweep_dir / "summary.md", markdown))
-    if config_keys:
+    if config_keys and search is None:
         written.append(plot_heatmap(configs, config_keys, sweep_dir / "heatmap_val_loss.png"))
     if any(r.get("val_curve") for r in runs):
         written.append(plot_curves(configs, sweep_dir / "curves_val_loss.png"))
@@ -90,7 +97,7 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
 
 
 def _explanation(
-    configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], n_runs: int
+    configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], n_runs: int, search: bool
 ) -> str:
     text = (
         f"{n_runs} runs in {len(configs)} configurations. best_val_loss is the mean ± "
@@ -102,7 +109,12 @@ def _explanation(
         f"comparisons, significant at <= {ALPHA} (the family-wise error rate). The best is "
         "chosen from the same runs, so its lead is optimistic: confirm it with new seeds."
     )
-    if min(c.n for c in configs) < 2:
+    if search:
+        text += (
+            " An Optuna search runs each trial once (the run's number is the trial's): no "
+            "spread is known and differences are not judged."
+        )
+    elif min(c.n for c in configs) < 2:
         text += (
             " Configurations with fewer than 2 completed runs have no known spread and their "
             "differences are not judged; add seeds (e.g. seed=1,2,3) to judge them."
@@ -111,6 +123,35 @@ def _explanation(
     if beyond:
         text += f" Worse than the best beyond noise: {'; '.join(beyond)}."
     return text
+
+
+def _search_result(sweep_dir: Path) -> dict[str, Any] | None:
+    """None unless the sweep is an Optuna search (its sweeper in ``multirun.yaml``); then the
+    plugin's ``optimization_results.yaml``, empty until the search has ended with a best trial."""
+    from omegaconf import OmegaConf
+
+    config, result = sweep_dir / "multirun.yaml", sweep_dir / "optimization_results.yaml"
+    sweeper = OmegaConf.load(config).hydra.get("sweeper", {}) if config.is_file() else {}
+    if "optuna" not in str(sweeper.get("_target_", "")).lower():
+        return None
+    return OmegaConf.to_container(OmegaConf.load(result)) if result.is_file() else {}
+
+
+def _best_trial(result: dict[str, Any], runs: Sequence[dict[str, Any]]) -> str:
+    """The sentence naming the search's best trial and its run."""
+    params = result.get("best_params") or {}
+    found = [
+        run["run"]
+        for run in runs
+        if run.get("best_val_loss") == result.get("best_value")
+        and all(str(run.get("overrides", {}).get(k)) == str(v) for k, v in params.items())
+    ]
+    settings = ", ".join(f"{k}={v}" for k, v in params.items())
+    return (
+        f"Optuna's best trial: {f'run {found[0]}' if found else 'a run no longer here'} "
+        f"({settings}), best_val_loss {format_value(result.get('best_value'))} "
+        "(optimization_results.yaml)."
+    )
 
 
 def _run_value(run: dict[str, Any], column: str) -> Any:

@@ -232,6 +232,10 @@ PROMISES = {
         *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
         *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
     ],
+    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
+    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
+        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png")
+    ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
     'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
