@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from data.config import DataConfig
 from models.config import ModelConfig, check_field_types, from_mapping
@@ -26,10 +26,50 @@ LOGGERS = ("wandb", "tensorboard", "csv", "none")
 
 
 @dataclass
+class BudgetConfig:
+    """``trainer.budget``: the compute each job of a sweep gets, so that arms whose steps cost
+    differently are compared at equal compute (``training/budget.py`` turns it into steps or a
+    stop). At most one is set; None for all = ``trainer.max_steps`` decides.
+
+    tokens: tokens trained on, counted as batch_size x max_seq_len per micro-batch (exact for
+        packed decoder blocks; an upper bound for encoder batches padded to their longest row).
+    flops: training FLOPs, the model's ``flops_per_token`` (forward + backward) x tokens.
+    seconds: wall time of the training steps, validation excluded; the learning-rate schedule
+        then decays over the time spent instead of the steps taken.
+    """
+
+    tokens: int | None = None
+    flops: float | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "trainer.budget.")
+        chosen = self.chosen()
+        if len(chosen) > 1:
+            raise ValueError(
+                f"trainer.budget sets {' and '.join(f'trainer.budget.{k}' for k in chosen)}; "
+                "give one budget per run (each alone decides how long it trains)"
+            )
+        for name in chosen:
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"trainer.budget.{name}={getattr(self, name)} must be > 0 (or null for none)"
+                )
+
+    def chosen(self) -> list[str]:
+        """The names of the budgets that are set (none or one once validated)."""
+        return [name for name in ("tokens", "flops", "seconds") if getattr(self, name) is not None]
+
+
+@dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``.
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and
+    ``budget`` (a ``BudgetConfig``).
 
     No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
+
+    # The blocks below a key, each its own dataclass (conf.command_line checks their keys).
+    NESTED: ClassVar[dict[str, type]] = {"budget": BudgetConfig}
 
     accelerator: str
     devices: Any
@@ -47,10 +87,18 @@ class TrainerConfig:
     enable_progress_bar: bool
     deterministic: bool
     compile: bool
+    budget: Any
 
     def __post_init__(self) -> None:
         self.precision = str(self.precision)  # Hydra reads trainer.precision=32 as an int
         check_field_types(self, "trainer.")
+        if not isinstance(self.budget, BudgetConfig):
+            if not isinstance(self.budget, Mapping):
+                raise ValueError(
+                    f"trainer.budget={self.budget!r} must be a block of tokens, flops and "
+                    "seconds; set one as trainer.budget.flops=1e12"
+                )
+            self.budget = from_mapping(BudgetConfig, dict(self.budget), "trainer.budget.")
         if self.precision not in PRECISIONS:
             raise ValueError(
                 f"trainer.precision={self.precision} is not one of {', '.join(PRECISIONS)}; "
@@ -69,9 +117,11 @@ class TrainerConfig:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``)."""
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
+        ``budget``)."""
         kwargs = asdict(self)
         kwargs.pop("compile")
+        kwargs.pop("budget")
         return kwargs
 
 
@@ -279,6 +329,23 @@ def _task_names(value: Any) -> list[str] | None:
 
 
 @dataclass
+class SummaryConfig:
+    """The ``summary`` block of conf/config.yaml: what the sweep summary adds.
+
+    target_loss: report, per configuration, the steps, tokens, FLOPs and seconds at which
+        validation loss first reached it (``modes/time_to_target.py``); None = not reported.
+        Not a setting of the jobs: a sweep re-run with another value rewrites the summary.
+    """
+
+    target_loss: float | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "summary.")
+        if self.target_loss is not None and self.target_loss <= 0:
+            raise ValueError(f"summary.target_loss={self.target_loss} must be a loss > 0")
+
+
+@dataclass
 class ExportConfig:
     """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
 
@@ -310,6 +377,7 @@ GROUPS = {
     "optim": OptimConfig,
     "eval": EvalConfig,
     "export": ExportConfig,
+    "summary": SummaryConfig,
 }
 
 
@@ -333,6 +401,7 @@ class Settings:
     optim: OptimConfig
     eval: EvalConfig
     export: ExportConfig
+    summary: SummaryConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
     job_num: int = 0

@@ -98,6 +98,13 @@ TINY = {
     "max_new_tokens": "5",
 }
 TRAIN_OVERRIDES = [f"{k}={v}" for k, v in TINY.items()] + ["logger=none"]
+# A budget decides the steps (trainer.max_steps beside it is refused): the tiny model's cost
+# of about three steps instead, so the command still runs in seconds.
+TINY_BUDGETS = {
+    "trainer.budget.flops": "3e9",
+    "trainer.budget.tokens": "1536",
+    "trainer.budget.seconds": "2",
+}
 READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export")
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
@@ -229,6 +236,10 @@ PROMISES = {
         *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
         *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
     ],
+    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
+    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
+        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png")
+    ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
     'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
@@ -284,7 +295,10 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
     keys = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
     result = list(args)
     if tiny and not any(a.startswith(READER_MODES) for a in args):
-        for key, value in TINY.items():
+        budgets = [k for k in keys if k in TINY_BUDGETS]
+        result = [f"{k}={TINY_BUDGETS[k]}" if k in budgets else a for a, k in _keyed(result)]
+        tiny_keys = {k: v for k, v in TINY.items() if not (budgets and k == "trainer.max_steps")}
+        for key, value in tiny_keys.items():
             if key in keys and not (multirun and is_sweep_value(keys[key])):
                 result = [f"{key}={value}" if a.startswith(f"{key}=") else a for a in result]
             elif key not in keys:
@@ -292,6 +306,11 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
         if not any(k == "logger" or k.startswith("logger.") for k in keys):
             result.append("logger=none")
     return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
+
+
+def _keyed(args: list[str]) -> list[tuple[str, str | None]]:
+    """Each argument with its key (None for a flag or a value-less word)."""
+    return [(a, a.split("=", 1)[0] if "=" in a else None) for a in args]
 
 
 def build_jobs(commands: list[Command], ws: Path) -> tuple[list[Job], dict[str, Job]]:
@@ -438,6 +457,9 @@ def test_tiny_overrides_replace_append_and_keep_sweeps() -> None:
     assert "trainer.max_steps=400" not in args and "logger=none" in args and out is None
     args, out = train_args(["mode=eval", "ckpt_path=x", "hydra.run.dir=here"], True)
     assert args == ["mode=eval", "ckpt_path=x", "hydra.run.dir=here"] and out == "here"
+    args, _ = train_args(["trainer.budget.flops=3.4e12", "model.hidden_size=64"], True)
+    assert "trainer.budget.flops=3e9" in args and "model.hidden_size=32" in args
+    assert not any(a.startswith("trainer.max_steps=") for a in args)
 
 
 def test_no_shell_command_escapes_the_parser() -> None:
