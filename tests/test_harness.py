@@ -252,6 +252,7 @@ def test_the_include_directory_alone_gives_what_the_whole_index_gives(
     quick, names = task_manager(cfg.harness, cfg.harness_include)
     whole = TaskManager(include_path=str(tasks))
     assert len(quick.all_tasks) == 1 and len(whole.all_tasks) > 1000
+    assert task_manager(["cho*"], str(tasks))[1] == ["choice"]  # a wildcard, as lm-eval's
     assert metric_rows(run_harness(loaded, quick, names, cfg)) == metric_rows(
         run_harness(loaded, whole, names, cfg)
     )

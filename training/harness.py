@@ -6,10 +6,10 @@ the harness's own ``HFLM`` scores it, as ``lm-eval --model hf`` would a Hub mode
 loglikelihood, rolling-window and generation code, nothing of ours. No folder is written.
 
 Tokens as tinylm trained them: a document follows an EOS, so the tokenizer's BOS is its EOS,
-which the harness puts before an empty context and at the start of a rolling window; a
-non-empty context gets nothing before it (the harness's way with GPT-2-style tokenizers).
-The harness's ``max_length`` is the checkpoint's ``max_seq_len``: longer inputs lose their
-left end, as the harness does for every model.
+which the harness puts before an empty context and before a text it scores whole (rolling
+windows); a non-empty context gets nothing before it (the harness's way with GPT-2-style
+tokenizers). The harness's ``max_length`` is the checkpoint's ``max_seq_len``: longer inputs
+lose their left end, as the harness does for every model.
 
 Tasks are the harness's: names, groups and tags it lists, or the tasks of a directory of
 YAMLs (``include``, ``lm-eval --include_path``). Before anything is built, an unknown name is
