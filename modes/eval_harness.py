@@ -68,8 +68,8 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         check_no_model_overrides(settings, checkpoint.hparams["model_config"], ckpt)
         check_harness_checkpoint(checkpoint)
         loaded.append(checkpoint)
-    lm_eval = require_harness()
     manager, names = task_manager(cfg.harness, cfg.harness_include)
+    lm_eval = require_harness()
     check_hub_reachable(manager, names)
     rows = []
     for checkpoint in loaded:
