@@ -95,7 +95,7 @@ def tinylm_loglikelihood(model, tokenizer, context: str, continuation: str) -> f
     if context:
         whole = tokenizer.encode(context + continuation).ids
         context_ids = tokenizer.encode(context).ids
-        context_ids, continuation_ids = context_ids, whole[len(context_ids) :]
+        continuation_ids = whole[len(context_ids) :]
     else:
         context_ids, continuation_ids = [eos], tokenizer.encode(continuation).ids
     ids = torch.tensor([context_ids + continuation_ids])  # (1, T)
@@ -134,8 +134,9 @@ def test_loglikelihoods_are_tinylms_and_the_accuracy_recounts_them(
         assert [a[1] for a in sample["arguments"]] == [" " + c for c in doc["choices"]]
         for got, want in zip(scored, expected, strict=True):
             assert abs(got - want) <= TOLERANCE * max(1.0, abs(want)), (sample["arguments"], got)
-        correct.append(max(range(len(scored)), key=scored.__getitem__) == 0)
-        per_char = [ll / len(c) for ll, c in zip(scored, doc["choices"], strict=True)]
+        # The accuracies from tinylm's loglikelihoods, as the harness defines them.
+        correct.append(max(range(len(expected)), key=expected.__getitem__) == 0)
+        per_char = [ll / len(c) for ll, c in zip(expected, doc["choices"], strict=True)]
         correct_norm.append(max(range(len(per_char)), key=per_char.__getitem__) == 0)
     rows = {row["metric"]: row for row in metric_rows(results)}
     assert rows["acc"]["value"] == pytest.approx(sum(correct) / len(DOCS))
