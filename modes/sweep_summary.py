@@ -105,8 +105,8 @@ def _explanation(
         "replicates); vs_best is its difference from the best configuration's mean, "
         '"> 2 SE" when that exceeds two standard errors of the difference. p_welch is '
         "the two-sided p-value of Welch's t-test against the best configuration, holm its "
-        f"Holm-adjusted value over all {sum(r['welch_p'] is not None for r in rows)} such "
-        f"comparisons, significant at <= {ALPHA} (the family-wise error rate). The best is "
+        f"Holm-adjusted value over {_comparisons(rows)} with the best, significant at <= "
+        f"{ALPHA} (the family-wise error rate). The best is "
         "chosen from the same runs, so its lead is optimistic: confirm it with new seeds."
     )
     if search:
@@ -152,6 +152,11 @@ def _best_trial(result: dict[str, Any], runs: Sequence[dict[str, Any]]) -> str:
         f"({settings}), best_val_loss {format_value(result.get('best_value'))} "
         "(optimization_results.yaml)."
     )
+
+
+def _comparisons(rows: Sequence[dict[str, Any]]) -> str:
+    tested = sum(row["welch_p"] is not None for row in rows)
+    return f"the {tested} comparison{'' if tested == 1 else 's'}"
 
 
 def _run_value(run: dict[str, Any], column: str) -> Any:

@@ -116,7 +116,7 @@ SLURM = "needs a SLURM cluster"
 # The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
 # jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
 # (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
-MEASUREMENT = "a measurement sweep of 4-24 parallel jobs, too long for this test; composed only"
+MEASUREMENT = "a measurement sweep of 4-24 jobs, too long for this test; composed only"
 JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
 MEASUREMENT_SWEEPS = [
     f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
@@ -126,6 +126,11 @@ MEASUREMENT_SWEEPS = [
     f"python train.py -m optim.lr=1e-3,6e-3,1e-2 seed=1,2 {JOBLIB}",
     f"python train.py -m model=bert seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
     f"python train.py -m model=bert optim=muon seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
+    "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
+    "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv",
+    "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
+    "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv "
+    "hydra.sweep.dir=$SWEEP summary.target_loss=4.5",
     "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1 seed=1,2,3 "
     "model.num_layers=2 model.hidden_size=64 trainer.max_steps=400 "
     f"trainer.val_check_interval=50 optim=adamw model.position=learned {JOBLIB}",

@@ -116,7 +116,7 @@ def test_the_summary_gives_welch_and_holm_against_the_best(tmp_path: Path) -> No
     summary = (tmp_path / "summary.md").read_text()
     assert f"{holm['1']:.3g} (significant)" in summary
     assert f"{holm['2']:.3g} (not significant)" in summary
-    assert "over all 3 such comparisons" in summary
+    assert "Holm-adjusted value over the 3 comparisons with the best" in summary
 
 
 @pytest.mark.parametrize(("holm_p", "significant"), [(0.04, True), (0.06, False)])
