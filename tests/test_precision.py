@@ -229,3 +229,63 @@ def test_hf_export_of_a_bf16_true_run_is_float32(make_cfg, tmp_path: Path) -> No
     # The bf16 weights themselves, widened: the embedding is among the exported tensors.
     assert any(torch.equal(t, embedding.float()) for t in exported.values())
 
+
+# --------------------------------------------------------------------------- torch.compile
+
+
+def _compiled_frames() -> int:
+    """Frames dynamo has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["frames"]["ok"]
+
+
+@pytest.mark.slow  # inductor builds a training and a validation graph: ~40-80 s on 2 cores
+def test_gpu_preset_compiles_and_its_checkpoints_cross_eager_and_compiled(
+    make_cfg, tmp_path: Path
+) -> None:
+    """An eager run resumes compiled (trainer=gpu's settings but the device), and that run's
+    checkpoint holds the network's own names, loads into an eager network and resumes eager."""
+    from training.checkpoint import load_checkpoint
+
+    common = [*SHORT[1:], "trainer.val_check_interval=2", "max_new_tokens=2"]
+    eager = tmp_path / "eager" / "checkpoints" / "last.ckpt"
+    run(make_cfg(*common, "trainer.max_steps=2", output_dir=eager.parents[1]))
+    frames = _compiled_frames()
+    compiled = tmp_path / "compiled" / "checkpoints" / "last.ckpt"
+    args = _gpu_preset_on_the_cpu(*common, "trainer.max_steps=4", f"ckpt_path={eager}")
+    metrics = run(make_cfg(*args, output_dir=compiled.parents[1]))
+    assert _compiled_frames() > frames  # it did compile
+    assert metrics["step"] == 4 and math.isfinite(metrics["val_loss"])
+
+    keys = {k for k in torch.load(compiled, weights_only=True)["state_dict"]}
+    assert keys == set(torch.load(eager, weights_only=True)["state_dict"])
+    assert not any("_orig_mod" in k for k in keys)
+    loaded = load_checkpoint(compiled)  # a strict load into an eager network
+    assert loaded.global_step == 4
+    assert not torch.equal(
+        loaded.model.embeddings.token.weight, load_checkpoint(eager).model.embeddings.token.weight
+    )
+    frames = _compiled_frames()
+    resumed = run(
+        make_cfg(*common, "trainer.max_steps=6", f"ckpt_path={compiled}", output_dir=tmp_path / "r")
+    )
+    assert resumed["step"] == 6 and _compiled_frames() == frames
+
+
+def test_compile_without_a_cpp_compiler_says_so_and_trains_eager(
+    make_cfg, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "/nonexistent/g++"))
+    frames = _compiled_frames()
+    metrics = run(make_cfg("trainer.compile=true", *SHORT, "max_new_tokens=2"))
+    assert metrics["step"] == 3 and math.isfinite(metrics["val_loss"])
+    assert _compiled_frames() == frames
+    notes = [line for line in capsys.readouterr().err.splitlines() if "tinylm:" in line]
+    assert notes == [
+        "tinylm: warning: trainer.compile=true needs a C++ compiler for torch.compile's "
+        "inductor backend and found none (g++, or the one $CXX names); training without "
+        "compiling"
+    ]
