@@ -135,6 +135,10 @@ NOT_RUNNABLE = {
     "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
+    "python train.py trainer.compile=true": (
+        "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
+        "slow test trains compiled (trainer=gpu's settings on the CPU)"
+    ),
     "python train.py data=wikitext2": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
@@ -209,6 +213,7 @@ FAILS = {
     "python train.py model.num_heads=3": (1, None),
     "python train.py model.num_head=4": (1, None),
     "python train.py model=gtp": (1, None),
+    "python train.py trainer.precision=16-mixed": (1, None),
     "TINYLM_DEBUG=1 python train.py model.num_heads=3": (1, "Traceback"),
 }
 
