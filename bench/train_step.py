@@ -46,7 +46,9 @@ plugin; ``torch.autocast`` in the bare loops), ``--compile`` compiles the networ
 (``torch.compile``, inductor: ``trainer.compile=true``'s ``training.compile.compile_network``
 in ``lightning``, ``Module.compile`` in the bare loops). The "1st step" column is the median
 over rounds of each run's first step, from the start of training (compilation included): the
-price a run pays once, which the steady-state median leaves out.
+price a run pays once, which the steady-state median leaves out. Inductor keeps what it
+compiled in an on-disk cache, so a candidate that compiles a graph already compiled (by an
+earlier candidate or process) pays less than a first run does.
 
 Peak RSS: each candidate runs once more alone in a fresh process (``VmHWM``).
 On CUDA (``--device cuda``, bf16-mixed autocast in both) it also prints MFU from
