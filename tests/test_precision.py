@@ -38,7 +38,7 @@ class GradientNorms(L.Callback):
     """For each optimiser step, the gradient norm before Lightning clips it
     (``on_before_optimizer_step`` comes first) and the one the step used (the gradients are
     kept until the next batch's backward); the weights before and after training; the dtypes
-    of the network's outputs."""
+    of the network's outputs in training (not those of the closing sample, which is float32)."""
 
     def __init__(self) -> None:
         self.dtypes: set[torch.dtype] = set()
@@ -49,7 +49,9 @@ class GradientNorms(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.start = {n: p.detach().clone() for n, p in pl_module.named_parameters()}
-        pl_module.model.register_forward_hook(lambda _, __, out: self.dtypes.add(out.dtype))
+        self.hook = pl_module.model.register_forward_hook(
+            lambda _, __, out: self.dtypes.add(out.dtype)
+        )
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         self.before.append(_gradient_norm(pl_module))
@@ -59,6 +61,7 @@ class GradientNorms(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.end = {n: p.detach().clone() for n, p in pl_module.named_parameters()}
+        self.hook.remove()
 
 
 class Float16Scaler(L.Callback):
