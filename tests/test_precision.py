@@ -13,6 +13,7 @@ import pytest
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch import Tensor
+from torch.utils.hooks import RemovableHandle
 
 from modes import Interrupted
 from tests.conftest import RESUME, TINY, compose_config
@@ -42,6 +43,7 @@ class GradientNorms(L.Callback):
 
     def __init__(self) -> None:
         self.dtypes: set[torch.dtype] = set()
+        self.hook: RemovableHandle | None = None
         self.before: list[float] = []
         self.after: list[float] = []
         self.start: dict[str, Tensor] = {}
@@ -243,7 +245,7 @@ def _compiled_frames() -> int:
     return counters["frames"]["ok"]
 
 
-@pytest.mark.slow  # inductor builds a training and a validation graph: ~40-80 s on 2 cores
+@pytest.mark.slow  # inductor builds a training and a validation graph: 30-80 s on 2 cores
 def test_gpu_preset_compiles_and_its_checkpoints_cross_eager_and_compiled(
     make_cfg, tmp_path: Path
 ) -> None:
