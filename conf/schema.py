@@ -104,6 +104,12 @@ class TrainerConfig:
                 f"trainer.precision={self.precision} is not one of {', '.join(PRECISIONS)}; "
                 "use bf16-mixed on recent GPUs, 32-true on the CPU"
             )
+        if self.precision == "16-mixed" and self.accelerator == "cpu":
+            # Lightning would train in bf16-mixed instead, with a warning.
+            raise ValueError(
+                "trainer.precision=16-mixed (float16 with a gradient scaler) needs a GPU; on the "
+                "CPU use trainer.precision=bf16-mixed"
+            )
         if self.max_steps == 0 or (self.max_steps < 0 and self.max_epochs <= 0):
             raise ValueError(
                 f"trainer.max_steps={self.max_steps} with trainer.max_epochs={self.max_epochs} "

@@ -25,10 +25,11 @@ from data.tokenizer import save_tokenizer
 from models.transformer import Decoder, Encoder
 from modes import Interrupted, SweepConflict
 from modes.inference import sample_text
-from modes.report import DamagedRecord, read_metrics, write_metrics
+from modes.report import DamagedRecord, read_metrics, warn, write_metrics
 from training.budget import apply_budget
 from training.callbacks import SaveOnInterrupt
 from training.checkpoint import check_resume, read_checkpoint
+from training.compile import compile_network
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
@@ -80,7 +81,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     trainer = training_trainer(settings, out_dir, callbacks)
     apply_budget(settings, trainer, model_config, task.flops_per_token)
     if settings.trainer.compile:
-        task.model.compile()
+        note = compile_network(task.model)
+        if note and global_rank() == 0:
+            warn(note)
     started = time.perf_counter()
     _fit(trainer, task, datamodule, resume, settings)
     if "val/loss" not in trainer.callback_metrics:
@@ -229,6 +232,8 @@ def _final_report(
     for key in HEADLINE:
         if metrics.get(key) is not None:
             print(f"{key:>16}: {metrics[key]:.4f}")
-    sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
+    # Eager even when trained compiled: each new length while generating would recompile.
+    with torch.compiler.set_stance("force_eager"):
+        sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
     print(f"\n--- sample ---\n{sample}\n")
     return sample
