@@ -145,6 +145,19 @@ def _quote_prompt(arg: str) -> str:
     return f"prompt='{text}'"
 
 
+def harness_task_list(args: Sequence[str]) -> list[str]:
+    """Command-line arguments with ``eval.harness=A,B`` (lm-eval's ``--tasks A,B``) rewritten
+    as Hydra's list ``eval.harness=[A,B]``: as typed, Hydra reads the commas as a sweep and
+    refuses a single run. A value already quoted or bracketed is left to Hydra."""
+    key = "eval.harness="
+    return [
+        f"{key}[{arg.removeprefix(key)}]"
+        if arg.startswith(key) and "," in arg and arg[len(key) : len(key) + 1] not in "[\"'"
+        else arg
+        for arg in args
+    ]
+
+
 def _record_failure(cfg: DictConfig, err: Exception) -> None:
     """A failed sweep job: its traceback on stderr, ``status: failed`` in its metrics.json."""
     from modes.report import write_metrics
@@ -162,6 +175,6 @@ def _record_failure(cfg: DictConfig, err: Exception) -> None:
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = verbatim_prompt(sys.argv[1:])
+    sys.argv[1:] = harness_task_list(verbatim_prompt(sys.argv[1:]))
     check_arguments(sys.argv[1:])
     main()

@@ -6,6 +6,8 @@ Usage::
     python -m bench.train_step --quick         # 2 rounds, fewer steps
     python -m bench.train_step --shape shakespeare_char --rounds 9
     python -m bench.train_step --document-mask --shape shakespeare_char --max-seq-len 256
+    python -m bench.train_step --shape default --precision bf16-mixed --compile \
+        --candidates lightning "bare fused"
 
 Candidates, same model (``models.transformer.Decoder``), same initial weights, same batches:
 
@@ -38,6 +40,15 @@ the CPU) shows what the fused optimiser is worth.
 Token 0 plays the EOS, so the random tokens make documents of about ``vocab_size`` tokens
 (65 for shakespeare_char); the mask's cost does not depend on where the boundaries fall.
 ``--max-seq-len`` changes the context of the shapes (e.g. 256 for a longer one).
+
+``--precision bf16-mixed`` trains every candidate under bfloat16 autocast (Lightning's
+plugin; ``torch.autocast`` in the bare loops), ``--compile`` compiles the network first
+(``torch.compile``, inductor: ``trainer.compile=true``'s ``training.compile.compile_network``
+in ``lightning``, ``Module.compile`` in the bare loops). The "1st step" column is the median
+over rounds of each run's first step, from the start of training (compilation included): the
+price a run pays once, which the steady-state median leaves out. Inductor keeps what it
+compiled in an on-disk cache, so a candidate that compiles a graph already compiled (by an
+earlier candidate or process) pays less than a first run does.
 
 Peak RSS: each candidate runs once more alone in a fresh process (``VmHWM``).
 On CUDA (``--device cuda``, bf16-mixed autocast in both) it also prints MFU from
@@ -123,10 +134,20 @@ def loader(batches: list[dict[str, torch.Tensor]]) -> torch.utils.data.DataLoade
 # --------------------------------------------------------------------------- candidates
 
 
+def _compile(network: torch.nn.Module) -> None:
+    """``trainer.compile=true``'s compilation; an error where it would fall back to eager."""
+    from training.compile import compile_network
+
+    note = compile_network(network)
+    if note:
+        raise SystemExit(f"--compile: {note}")
+
+
 def run_lightning(
-    shape: str, steps: int, device: str, precision: str, muon: bool = False
+    shape: str, steps: int, device: str, precision: str, compiled: bool = False, muon: bool = False
 ) -> list[float]:
-    """Seconds per step of ``CausalLMTask`` under ``lightning.Trainer``, every step."""
+    """Seconds per step of ``CausalLMTask`` under ``lightning.Trainer``, every step (the
+    first from the start of training)."""
     import lightning as L
     from lightning.pytorch.callbacks import Callback
 
@@ -137,6 +158,9 @@ def run_lightning(
     class StepTimer(Callback):
         def __init__(self) -> None:
             self.ends: list[float] = []
+
+        def on_train_start(self, trainer, pl_module) -> None:
+            self.ends.append(time.perf_counter())
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             if device == "cuda":
@@ -153,6 +177,8 @@ def run_lightning(
         chars_per_token={},
         total_steps=TOTAL_STEPS,
     )
+    if compiled:
+        _compile(task.model)
     timer = StepTimer()
     trainer = L.Trainer(
         accelerator="gpu" if device == "cuda" else "cpu",
@@ -178,14 +204,17 @@ def run_bare(
     steps: int,
     device: str,
     precision: str,
+    compiled: bool = False,
     fused: bool = False,
     document_mask: bool = False,
 ) -> list[float]:
-    """Seconds per step of a plain PyTorch loop, every step."""
+    """Seconds per step of a plain PyTorch loop, every step (the first from its start)."""
     _, _, optim_cfg = SHAPES[shape]
     torch.manual_seed(0)
     model = Decoder(model_config(shape)).to(device)
     model.train()
+    if compiled:
+        _compile(model)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         [
@@ -209,7 +238,7 @@ def run_bare(
         ),
     )
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
-    ends = []
+    ends = [time.perf_counter()]
     for batch in loader(make_batches(shape, steps, document_mask=document_mask)):
         input_ids = batch["input_ids"].to(device, non_blocking=True)
         labels = batch["labels"].to(device, non_blocking=True)
@@ -252,10 +281,17 @@ RATIOS = [
 
 
 def peak_rss_child(
-    shape: str, candidate: str, steps: int, device: str, precision: str, max_seq_len: int | None
+    shape: str,
+    candidate: str,
+    steps: int,
+    device: str,
+    precision: str,
+    compiled: bool,
+    max_seq_len: int | None,
 ) -> int:
     """Peak RSS (bytes) of a fresh process that runs one candidate for ``steps`` steps."""
     context = [] if max_seq_len is None else ["--max-seq-len", str(max_seq_len)]
+    context += ["--compile"] if compiled else []
     out = subprocess.run(
         [
             sys.executable,
@@ -305,17 +341,21 @@ def bench_shape(
     warmup: int,
     device: str,
     precision: str,
+    compiled: bool,
     memory: bool,
     max_seq_len: int | None,
 ) -> dict:
     """The candidates ``names`` at one shape, alternating over ``rounds``."""
     times: dict[str, list[float]] = {name: [] for name in names}
+    first: dict[str, list[float]] = {name: [] for name in names}
     per_round: list[dict[str, float]] = []
     for index in range(rounds):
         order = names if index % 2 == 0 else names[::-1]
         medians = {}
         for name in order:
-            step_times = CANDIDATES[name](shape, steps + warmup, device, precision)[warmup:]
+            all_steps = CANDIDATES[name](shape, steps + warmup + 1, device, precision, compiled)
+            first[name].append(all_steps[0])
+            step_times = all_steps[1 + warmup :]
             times[name].extend(step_times)
             medians[name] = statistics.median(step_times)
         per_round.append(medians)
@@ -344,24 +384,26 @@ def bench_shape(
         result[name] = {
             "ms": ms,
             "round_ms": (min(rounds_ms), max(rounds_ms)),
+            "first_step_s": statistics.median(first[name]),
             "tokens_per_s": tokens / ms * 1e3,
         }
         if memory:
             result[name]["peak_rss"] = peak_rss_child(
-                shape, name, 30, device, precision, max_seq_len
+                shape, name, 30, device, precision, compiled, max_seq_len
             )
     return result
 
 
-def print_table(results: list[dict], device: str, precision: str) -> None:
+def print_table(results: list[dict], device: str, precision: str, compiled: bool) -> None:
     peak = peak_flops(device, precision)
     print(
         f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {device}, "
-        f"{precision}; ms per steady-state step (median over all rounds); peak RSS of a "
-        "fresh process running that candidate alone"
+        f"{precision}{', torch.compile' if compiled else ''}; ms per steady-state step "
+        "(median over all rounds); 1st step: seconds from the start of training (median over "
+        "rounds); peak RSS of a fresh process running that candidate alone"
     )
     head = f"{'shape':<24}{'candidate':<20}{'ms/step':>9}{'rounds (min-max)':>18}"
-    head += f"{'tokens/s':>11}{'peak RSS':>10}"
+    head += f"{'1st step':>10}{'tokens/s':>11}{'peak RSS':>10}"
     head += f"{'MFU':>7}" if peak else ""
     print(head)
     print("-" * len(head))
@@ -371,7 +413,7 @@ def print_table(results: list[dict], device: str, precision: str) -> None:
             rss = f"{row['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in row else "-"
             low, high = row["round_ms"]
             line = f"{res['shape']:<24}{name:<20}{row['ms']:>9.2f}{f'{low:.2f}-{high:.2f}':>18}"
-            line += f"{row['tokens_per_s']:>11,.0f}{rss:>10}"
+            line += f"{row['first_step_s']:>9.2f}s{row['tokens_per_s']:>11,.0f}{rss:>10}"
             if peak:
                 line += f"{row['tokens_per_s'] * res['flops_per_token'] / peak:>7.1%}"
             print(line)
@@ -448,7 +490,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="steps dropped per run")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
-        "--precision", default=None, help="32-true (CPU default) or bf16-mixed (CUDA default)"
+        "--precision",
+        choices=["32-true", "bf16-mixed"],
+        default=None,
+        help="32-true (CPU default) or bf16-mixed (CUDA default)",
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile the network (trainer.compile)"
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
@@ -459,6 +507,12 @@ def main() -> None:
         help="compare bare fused with document ids (explicit mask) against without (is_causal)",
     )
     parser.add_argument("--max-seq-len", type=int, help="the shapes' context (default theirs)")
+    parser.add_argument(
+        "--candidates",
+        nargs="+",
+        choices=list(CANDIDATES),
+        help="the candidates to run (default: the four of the table above, or --document-mask's)",
+    )
     parser.add_argument("--child", choices=list(CANDIDATES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     precision = args.precision or ("bf16-mixed" if args.device == "cuda" else "32-true")
@@ -467,13 +521,15 @@ def main() -> None:
     if args.max_seq_len is not None:
         SHAPES.update({s: _compose(s, f"model.max_seq_len={args.max_seq_len}") for s in SHAPES})
     if args.child:
-        CANDIDATES[args.child](args.shape, args.steps, args.device, precision)
+        CANDIDATES[args.child](args.shape, args.steps, args.device, precision, args.compile)
         print(json.dumps({"peak_rss": _peak_rss()}))
         return
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (25 if args.quick else 60)
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
-    names = DOCUMENT_MASK_CANDIDATES if args.document_mask else DEFAULT_CANDIDATES
+    names = args.candidates or (
+        DOCUMENT_MASK_CANDIDATES if args.document_mask else DEFAULT_CANDIDATES
+    )
     results = [
         bench_shape(
             s,
@@ -483,12 +539,13 @@ def main() -> None:
             args.warmup,
             args.device,
             precision,
+            args.compile,
             not args.no_memory,
             args.max_seq_len,
         )
         for s in shapes
     ]
-    print_table(results, args.device, precision)
+    print_table(results, args.device, precision, args.compile)
     print_newton_schulz_floor(results, args.device)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -6,7 +6,9 @@ with its search path. Checked here on the command line's own words, read with Hy
 argument and override parsers, both get one line before any data is read or any job of a
 sweep starts. Each group's keys are its dataclass's fields (``conf.schema.GROUPS``, the top
 level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. Values are left to the
-dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's.
+dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's, but
+for ``hydra.sweeper.params.KEY``: its KEY is checked as the Optuna search's, and the override
+is refused (Hydra cannot set it from the command line) with the form that searches KEY.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from conf.schema import GROUPS, JobConfig
 from models.config import check_names, closest
 
 CONF = Path(__file__).resolve().parent
+SEARCH_SPACE = "hydra.sweeper.params."  # the Optuna sweeper's search space in its config
 
 
 def check_command_line(argv: Sequence[str]) -> None:
@@ -44,24 +47,40 @@ def check_command_line(argv: Sequence[str]) -> None:
     top_level = (*_field_names(JobConfig), *groups)
     keys: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (prefix, valid keys) -> keys
     retired: dict[str, dict[str, str]] = {}  # prefix -> the group's retired keys
+    search_space = []  # hydra.sweeper.params.KEY=...: Optuna's search space, KEY checked here
     for override in overrides:
-        if override.is_hydra_override() or override.key_or_group == "hydra" or override.package:
+        key, shown = override.key_or_group, ""
+        if key.startswith(SEARCH_SPACE):
+            key, shown = key.removeprefix(SEARCH_SPACE), SEARCH_SPACE
+            search_space.append((key, override))
+        elif override.is_hydra_override() or key == "hydra" or override.package:
             continue
-        head, _, rest = override.key_or_group.partition(".")
+        head, _, rest = key.partition(".")
         if not rest and head in choices:
             for choice in _chosen(override):
                 _check_choice(head, choice, choices[head])
         elif rest and head in GROUPS:
-            scope = (f"{head}.", _field_names(GROUPS[head]))
+            name, _, below = rest.partition(".")  # data.path.train: path
+            scope = (f"{shown}{head}.", _field_names(GROUPS[head]))
             retired[scope[0]] = getattr(GROUPS[head], "RETIRED_KEYS", {})
-            keys.setdefault(scope, []).append(rest.split(".")[0])  # data.path.train: path
+            keys.setdefault(scope, []).append(name)
+            nested = getattr(GROUPS[head], "NESTED", {}).get(name)
+            if nested is not None and below:  # trainer.budget.flops: flops, a BudgetConfig's
+                nested_scope = (f"{shown}{head}.{name}.", _field_names(nested))
+                keys.setdefault(nested_scope, []).append(below.split(".")[0])
         elif not rest:
-            keys.setdefault(("", top_level), []).append(head)
+            keys.setdefault((shown, top_level), []).append(head)
         elif head not in top_level:
             # Only a group has keys below it: modle.num_heads meant a group, not mode.
-            keys.setdefault(("", groups), []).append(head)
+            keys.setdefault((shown, groups), []).append(head)
     for (prefix, valid), names in keys.items():
         check_names(names, valid, prefix, retired.get(prefix))
+    for key, override in search_space:
+        raise ValueError(
+            f"{SEARCH_SPACE}{key} cannot be set on the command line (Hydra sweeps none of its "
+            f"own keys): give the search space as {key}={_value_text(override)}, which "
+            "hydra/sweeper=optuna searches, or as hydra.sweeper.params in a config file"
+        )
 
 
 def group_choices(config_dirs: Sequence[Path]) -> dict[str, list[str]]:
@@ -93,6 +112,13 @@ def _chosen(override: Override) -> Iterator[str]:
         yield value
     elif override.is_choice_sweep() and not isinstance(value, Glob):
         yield from override.sweep_string_iterator()
+
+
+def _value_text(override: Override) -> str:
+    """The override's value as typed, without the quotes around all of it."""
+    text = (override.input_line or "").partition("=")[2]
+    quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\""
+    return text[1:-1] if quoted else text
 
 
 def _check_choice(group: str, choice: str, valid: list[str]) -> None:

@@ -45,15 +45,18 @@ def job_num() -> int:
 
 
 def swept_keys() -> list[str]:
-    """The keys this job's multirun sweeps (``model.dropout=0.0,0.1``), from the
-    ``multirun.yaml`` Hydra writes at the sweep's start; empty for a single run."""
+    """The keys this job's multirun sweeps (``model.dropout=0.0,0.1``; an Optuna search's
+    ``optim.lr=interval(1e-4,1e-2)``, also from ``hydra.sweeper.params``), from the
+    ``multirun.yaml`` written at the sweep's start; empty for a single run."""
     directory = sweep_dir()
     record = directory / "multirun.yaml" if directory else None
     if record is None or not record.is_file():
         return []
-    command_line = list(OmegaConf.load(record).hydra.overrides.task)
+    hydra = OmegaConf.load(record).hydra
+    search_space = hydra.sweeper.get("params") or {}
+    command_line = [*(f"{k}={v}" for k, v in search_space.items()), *hydra.overrides.task]
     parsed = OverridesParser.create().parse_overrides(command_line)
-    return [o.key_or_group for o in parsed if o.is_sweep_override()]
+    return list(dict.fromkeys(o.key_or_group for o in parsed if o.is_sweep_override()))
 
 
 def sweep_dir() -> Path | None:

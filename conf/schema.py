@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from data.config import DataConfig
 from models.config import ModelConfig, check_field_types, from_mapping
@@ -27,10 +27,50 @@ WEIGHTS = ("trained", "untrained")
 
 
 @dataclass
+class BudgetConfig:
+    """``trainer.budget``: the compute each job of a sweep gets, so that arms whose steps cost
+    differently are compared at equal compute (``training/budget.py`` turns it into steps or a
+    stop). At most one is set; None for all = ``trainer.max_steps`` decides.
+
+    tokens: tokens trained on, counted as batch_size x max_seq_len per micro-batch (exact for
+        packed decoder blocks; an upper bound for encoder batches padded to their longest row).
+    flops: training FLOPs, the model's ``flops_per_token`` (forward + backward) x tokens.
+    seconds: wall time of the training steps, validation excluded; the learning-rate schedule
+        then decays over the time spent instead of the steps taken.
+    """
+
+    tokens: int | None = None
+    flops: float | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "trainer.budget.")
+        chosen = self.chosen()
+        if len(chosen) > 1:
+            raise ValueError(
+                f"trainer.budget sets {' and '.join(f'trainer.budget.{k}' for k in chosen)}; "
+                "give one budget per run (each alone decides how long it trains)"
+            )
+        for name in chosen:
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"trainer.budget.{name}={getattr(self, name)} must be > 0 (or null for none)"
+                )
+
+    def chosen(self) -> list[str]:
+        """The names of the budgets that are set (none or one once validated)."""
+        return [name for name in ("tokens", "flops", "seconds") if getattr(self, name) is not None]
+
+
+@dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``.
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and
+    ``budget`` (a ``BudgetConfig``).
 
     No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
+
+    # The blocks below a key, each its own dataclass (conf.command_line checks their keys).
+    NESTED: ClassVar[dict[str, type]] = {"budget": BudgetConfig}
 
     accelerator: str
     devices: Any
@@ -48,14 +88,28 @@ class TrainerConfig:
     enable_progress_bar: bool
     deterministic: bool
     compile: bool
+    budget: Any
 
     def __post_init__(self) -> None:
         self.precision = str(self.precision)  # Hydra reads trainer.precision=32 as an int
         check_field_types(self, "trainer.")
+        if not isinstance(self.budget, BudgetConfig):
+            if not isinstance(self.budget, Mapping):
+                raise ValueError(
+                    f"trainer.budget={self.budget!r} must be a block of tokens, flops and "
+                    "seconds; set one as trainer.budget.flops=1e12"
+                )
+            self.budget = from_mapping(BudgetConfig, dict(self.budget), "trainer.budget.")
         if self.precision not in PRECISIONS:
             raise ValueError(
                 f"trainer.precision={self.precision} is not one of {', '.join(PRECISIONS)}; "
                 "use bf16-mixed on recent GPUs, 32-true on the CPU"
+            )
+        if self.precision == "16-mixed" and self.accelerator == "cpu":
+            # Lightning would train in bf16-mixed instead, with a warning.
+            raise ValueError(
+                "trainer.precision=16-mixed (float16 with a gradient scaler) needs a GPU; on the "
+                "CPU use trainer.precision=bf16-mixed"
             )
         if self.max_steps == 0 or (self.max_steps < 0 and self.max_epochs <= 0):
             raise ValueError(
@@ -70,9 +124,11 @@ class TrainerConfig:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``)."""
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
+        ``budget``)."""
         kwargs = asdict(self)
         kwargs.pop("compile")
+        kwargs.pop("budget")
         return kwargs
 
 
@@ -207,11 +263,24 @@ class EvalConfig:
     directory of them, or ``builtin`` (``data/pairs.py``); None = text.
     weights: ``trained`` (the checkpoint's) or ``untrained``: a fresh network of the
     checkpoint's shape drawn from ``seed``, the baseline that trained weights must beat.
+
+    harness: lm-evaluation-harness tasks (names, groups or tags, as ``lm-eval --tasks``
+    takes them: a list or one comma-separated string) to score a decoder on instead of text;
+    None = no harness. harness_include: a directory of task YAMLs added to the harness's
+    own (``lm-eval --include_path``). harness_limit: at most this many examples per task
+    (an integer), or this fraction of each (below 1), for a quick look (``--limit``);
+    harness_num_fewshot: examples in each prompt (``--num_fewshot``; None = the task's own);
+    harness_batch_size: requests per forward pass (``--batch_size``; changes speed only).
     """
 
     stride: int | None = None
     pairs: str | None = None
     weights: str = "trained"
+    harness: Any = None
+    harness_include: str | None = None
+    harness_limit: float | None = None
+    harness_num_fewshot: int | None = None
+    harness_batch_size: int = 16
 
     def __post_init__(self) -> None:
         check_field_types(self, "eval.")
@@ -220,6 +289,7 @@ class EvalConfig:
                 f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
                 "max_seq_len); omit it for non-overlapping windows"
             )
+        self.harness = _task_names(self.harness)
         if self.weights not in WEIGHTS:
             raise ValueError(
                 f"eval.weights={self.weights} is unknown; choose eval.weights=trained (the "
@@ -231,11 +301,86 @@ class EvalConfig:
                 "eval.pairs is empty; pass a BLiMP-format .jsonl file, a directory of them or "
                 "eval.pairs=builtin (or drop it to score text)"
             )
+        if self.pairs is not None and self.harness is not None:
+            raise ValueError(
+                "eval.pairs and eval.harness each choose what mode=eval scores: keep one"
+            )
+        if self.harness is not None and self.weights != "trained":
+            raise ValueError(
+                f"eval.weights={self.weights} is for tinylm's own scoring (text, eval.pairs); "
+                "the harness scores the checkpoint's weights: drop eval.weights"
+            )
         if self.pairs is not None and self.stride is not None:
             raise ValueError(
                 f"eval.stride={self.stride} is for text; minimal pairs score each sentence "
                 "whole: drop eval.stride or eval.pairs"
             )
+        harness_keys = {
+            "harness_include": self.harness_include,
+            "harness_limit": self.harness_limit,
+            "harness_num_fewshot": self.harness_num_fewshot,
+        }
+        if self.harness is None:
+            stray = [f"eval.{k}" for k, v in harness_keys.items() if v is not None]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)} set without eval.harness: name the tasks to run, "
+                    "e.g. eval.harness=TASK (or drop them)"
+                )
+        elif self.stride is not None:
+            raise ValueError(
+                f"eval.stride={self.stride} is for scoring text; the harness tasks decide "
+                "their own contexts (drop eval.stride or eval.harness)"
+            )
+        limit = self.harness_limit
+        if limit is not None and not (0 < limit < 1 or (limit >= 1 and limit.is_integer())):
+            raise ValueError(
+                f"eval.harness_limit={limit:g} must be a whole number of examples (>= 1) or "
+                "a fraction of each task in (0, 1)"
+            )
+        if self.harness_num_fewshot is not None and self.harness_num_fewshot < 0:
+            raise ValueError(
+                f"eval.harness_num_fewshot={self.harness_num_fewshot} must be >= 0 (0: "
+                "zero-shot; omit it for each task's own)"
+            )
+        if self.harness_batch_size < 1:
+            raise ValueError(f"eval.harness_batch_size={self.harness_batch_size} must be >= 1")
+
+
+def _task_names(value: Any) -> list[str] | None:
+    """eval.harness as a list of task names: from a list, or one comma-separated string."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError(
+            f"eval.harness={value!r} must name tasks: eval.harness=TASK, "
+            "eval.harness='TASK1,TASK2' or eval.harness=[TASK1,TASK2]"
+        )
+    names = [item.strip() for item in items if item.strip()]
+    if not names:
+        raise ValueError(
+            f"eval.harness={value!r} names no task: eval.harness=TASK (or omit it for "
+            "tinylm's own loss, ppl and bpc)"
+        )
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class SummaryConfig:
+    """The ``summary`` block of conf/config.yaml: what the sweep summary adds.
+
+    target_loss: report, per configuration, the steps, tokens, FLOPs and seconds at which
+        validation loss first reached it (``modes/time_to_target.py``); None = not reported.
+        Not a setting of the jobs: a sweep re-run with another value rewrites the summary.
+    """
+
+    target_loss: float | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "summary.")
+        if self.target_loss is not None and self.target_loss <= 0:
+            raise ValueError(f"summary.target_loss={self.target_loss} must be a loss > 0")
 
 
 @dataclass
@@ -270,6 +415,7 @@ GROUPS = {
     "optim": OptimConfig,
     "eval": EvalConfig,
     "export": ExportConfig,
+    "summary": SummaryConfig,
 }
 
 
@@ -293,6 +439,7 @@ class Settings:
     optim: OptimConfig
     eval: EvalConfig
     export: ExportConfig
+    summary: SummaryConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
     job_num: int = 0

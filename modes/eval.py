@@ -84,6 +84,10 @@ _IDENTITY_DEFAULTS = {"weights": "trained"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
+        from modes import eval_harness  # imports the harness only when asked
+
+        return eval_harness.run(settings, callbacks)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     if settings.eval.pairs is None:
@@ -113,12 +117,12 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 def by_configuration(
     rows: Sequence[dict[str, Any]],
     metric: str = "loss",
-    others: Sequence[str] = tuple(m for m in METRICS if m != "loss"),
+    others: Sequence[str] = METRICS[1:],
     higher_is_better: bool = False,
 ) -> str:
-    """A metric of a sweep's runs (the evaluated loss; pair accuracy) grouped as the sweep
-    summary groups them (by every swept key but the seed; modes/summary.py), with the means
-    of ``others``, as a markdown table."""
+    """The evaluated ``metric`` (with the means of ``others``) of a sweep's runs grouped as
+    the sweep summary groups them (by every swept key but the seed; modes/summary.py), as a
+    markdown table."""
     runs = []
     for row in rows:
         run_dir = Path(row["checkpoint"]).parent.parent

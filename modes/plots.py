@@ -96,7 +96,11 @@ def plot_heatmap(configs: Sequence[Configuration], keys: Sequence[str], out_path
 def mean_curve(config: Configuration) -> tuple[list[int], list[float], list[float], list[float]]:
     """(steps, mean, low, high) of the validation loss at the steps every completed run of
     ``config`` evaluated; low/high are the min and max over its runs."""
-    curves = [dict(map(tuple, r["val_curve"])) for r in config.completed if r.get("val_curve")]
+    curves = [
+        {point[0]: point[1] for point in r["val_curve"]}  # step -> loss
+        for r in config.completed
+        if r.get("val_curve")
+    ]
     if not curves:
         return [], [], [], []
     steps = sorted(set.intersection(*(set(c) for c in curves)))

@@ -21,7 +21,7 @@ from common.files import write_atomically, write_text_atomically
 METRICS_FILE = "metrics.json"
 # The types of the metrics.json fields that summaries, plots and sweep re-runs read.
 _TEXT_FIELDS = ("status", "error")
-_MAPPING_FIELDS = ("overrides", "config")
+_MAPPING_FIELDS = ("overrides", "config", "consumed")
 _NUMBER_FIELDS = (
     "step",
     "best_val_loss",
@@ -33,6 +33,7 @@ _NUMBER_FIELDS = (
     "tokens_per_sec",
     "params",
     "params_with_embeddings",
+    "flops_per_token",
 )
 # Bytes that are not UTF-8 survive a rewrite of a records file unchanged.
 _ENCODING = {"encoding": "utf-8", "errors": "surrogateescape"}
@@ -82,7 +83,7 @@ def _wrong_field(metrics: Any) -> str | None:
         **dict.fromkeys(_TEXT_FIELDS, ((str,), "text")),
         **dict.fromkeys(_MAPPING_FIELDS, ((dict,), "an object")),
         **dict.fromkeys(_NUMBER_FIELDS, ((int, float, type(None)), "a number")),
-        "val_curve": ((list,), "a list of [step, loss] pairs"),
+        "val_curve": ((list,), "a list of [step, loss, ...] points"),
     }
     for key, (types, name) in expected.items():
         value = metrics.get(key)
@@ -90,14 +91,14 @@ def _wrong_field(metrics: Any) -> str | None:
             return f"its {key} is {json.dumps(value)[:40]}, not {name}"
     pairs = metrics.get("val_curve") or []
     if not all(_is_curve_point(point) for point in pairs):
-        return "its val_curve is not a list of [step, loss] pairs"
+        return "its val_curve is not a list of [step, loss, ...] points"
     return None
 
 
 def _is_curve_point(point: Any) -> bool:
     return (
         isinstance(point, list)
-        and len(point) == 2
+        and len(point) in (2, 4)  # [step, loss] before tokens and seconds were recorded
         and all(isinstance(v, int | float) and not isinstance(v, bool) for v in point)
     )
 

@@ -2,11 +2,13 @@
 
 Runs that differ only in ``seed`` are one configuration: its ``best_val_loss`` is reported as
 mean ± sample standard deviation over its completed runs, and each configuration is compared
-with the best one: a difference counts when it exceeds two standard errors of the difference
-(``sqrt(se_a² + se_b²)``, ``se = std / sqrt(n)``). With one run per configuration no spread is
-known and no difference is judged. The sweep summary (``modes/sweep_summary.py``) and
-``mode=eval`` over a sweep both group runs this way, so this module needs the standard library
-only; the figures are ``modes/plots.py``'s.
+with the best one (the lowest loss; the highest mean where higher is better, as for a harness
+task's accuracy): a difference counts when it exceeds two standard errors of the difference
+(``sqrt(se_a² + se_b²)``, ``se = std / sqrt(n)``), and Welch's t-test gives its p-value, with
+Holm's correction across all the comparisons of the table (``modes/significance.py``). With
+one run per configuration no spread is known and no difference is judged. The sweep summary
+(``modes/sweep_summary.py``) and ``mode=eval`` over a sweep both group runs this way, so this
+module needs the standard library only; the figures are ``modes/plots.py``'s.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modes.report import format_value, markdown_table, natural_key
+from modes.significance import ALPHA, holm_adjusted, welch_p_value
 
 REPLICATE_KEY = "seed"
 # The metrics a configuration reports as the mean over its completed runs.
@@ -31,7 +34,7 @@ class Configuration:
     values: dict[str, str]
     runs: list[dict[str, Any]] = field(default_factory=list)
     metric: str = "best_val_loss"  # the loss compared between configurations
-    higher_is_better: bool = False  # an accuracy, not a loss
+    higher_is_better: bool = False  # an accuracy: the best configuration is the highest
 
     @property
     def completed(self) -> list[dict[str, Any]]:
@@ -105,8 +108,8 @@ def group_runs(
 
 
 def best_configuration(configs: Sequence[Configuration]) -> Configuration | None:
-    """The configuration with the lowest mean loss, or the highest mean accuracy (None when
-    every one failed)."""
+    """The configuration with the lowest mean loss, or the highest mean of a metric where
+    higher is better (None when every one failed)."""
     ranked = [c for c in configs if c.mean is not None]
     if not ranked:
         return None
@@ -116,9 +119,8 @@ def best_configuration(configs: Sequence[Configuration]) -> Configuration | None
 def difference_from_best(
     config: Configuration, best: Configuration
 ) -> tuple[float | None, bool | None]:
-    """(mean - best mean: >= 0 for a loss, <= 0 for an accuracy; whether its size exceeds
-    two standard errors of the difference); the second is None when either side has fewer
-    than two runs."""
+    """(mean - best mean, whether its size exceeds two standard errors of the difference);
+    the second is None when either side has fewer than two runs."""
     if config.mean is None or best.mean is None:
         return None, None
     diff = config.mean - best.mean
@@ -139,11 +141,17 @@ def configuration_rows(
     configs: Sequence[Configuration], means: Sequence[str] = MEANS
 ) -> list[dict[str, Any]]:
     """One row per configuration: its key values, n, failed runs, the loss as mean and std,
-    its difference from the best configuration and whether that exceeds the noise, and the
-    means of the ``means`` metrics."""
+    its difference from the best configuration, whether that exceeds the noise (2 SE), the
+    Welch p-value of that difference and its Holm-adjusted value and verdict at ALPHA (over
+    every configuration compared with the best), and the means of the ``means`` metrics."""
     best = best_configuration(configs)
+    p_values = [
+        welch_p_value(config.losses, best.losses) if best and config is not best else None
+        for config in configs
+    ]
+    adjusted = holm_adjusted(p_values)
     rows = []
-    for config in configs:
+    for config, p_value, holm_p in zip(configs, p_values, adjusted, strict=True):
         diff, exceeds = difference_from_best(config, best) if best else (None, None)
         rows.append(
             {
@@ -154,6 +162,9 @@ def configuration_rows(
                 "best_val_loss_std": config.std,
                 "vs_best": diff,
                 "exceeds_2se": exceeds,
+                "welch_p": p_value,
+                "holm_p": holm_p,
+                "holm_significant": None if holm_p is None else holm_p <= ALPHA,
                 "is_best": config is best,
                 "label": mean_pm_std(config),
                 **{key: config.mean_of(key) for key in means},
@@ -165,11 +176,12 @@ def configuration_rows(
 def configuration_table(
     configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], extra: Sequence[str] = ()
 ) -> str:
-    """The markdown table of ``configuration_rows``: the metric as mean ± std, its verdict
-    against the best configuration, then the ``extra`` columns."""
+    """The markdown table of ``configuration_rows``: the metric as mean ± std, its verdicts
+    against the best configuration (2 SE; Welch's p and Holm's verdict), then the ``extra``
+    columns."""
     keys = list(configs[0].values) if configs else []
     metric = configs[0].metric if configs else "best_val_loss"
-    columns = [*keys, "n", "failed", metric, "vs_best", *extra]
+    columns = [*keys, "n", "failed", metric, "vs_best", "p_welch", "holm", *extra]
     return markdown_table(columns, [{**_display(row), metric: row["label"]} for row in rows])
 
 
@@ -183,4 +195,13 @@ def _display(row: dict[str, Any]) -> dict[str, Any]:
         judged = {True: " (> 2 SE)", False: " (within noise)", None: ""}[row["exceeds_2se"]]
         verdict = f"{row['vs_best']:+.4f}{judged}"
     shown = {k: format_value(v) for k, v in row.items()}
-    return {**shown, "vs_best": verdict}
+    holm = ""
+    if row["holm_p"] is not None:
+        judged = "significant" if row["holm_significant"] else "not significant"
+        holm = f"{row['holm_p']:.3g} ({judged})"
+    return {
+        **shown,
+        "vs_best": verdict,
+        "p_welch": "" if row["welch_p"] is None else f"{row['welch_p']:.3g}",
+        "holm": holm,
+    }

@@ -1,4 +1,5 @@
-"""Sweeps (``python train.py -m ...``): the Hydra callback that summarises them at the end.
+"""Sweeps (``python train.py -m ...``): the Hydra callback that checks them before their first
+job and summarises them at the end.
 
 How a job re-run in an existing sweep directory skips or resumes is the train mode's
 (``modes/train.py``). This module stays free of heavy imports: Hydra builds the callback at
@@ -7,38 +8,68 @@ every start, single runs included.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, read_write
 
+from conf.command_line import check_command_line
 from conf.hydra_runtime import parallel_jobs
+
+# hydra/sweeper=optuna: the plugin's sweeper, and tinylm's runner of it (see its module).
+OPTUNA_SWEEPER = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+OPTUNA_SEARCH = "hydra_plugins.tinylm_optuna.OptunaSearch"
 
 
 class SweepSummary(Callback):
-    """At the end of a multirun: summary.csv, summary.md and the heatmap at the sweep root."""
+    """At the end of a multirun: summary.csv, summary.md and the figures at the sweep root."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             check_launcher(config.hydra.launcher)
+            check_search(config.hydra)
         except ValueError as err:  # before any job starts: one line, no traceback
             print(f"tinylm: error: {err}", file=sys.stderr)
             raise SystemExit(1) from None
+        sweeper = config.hydra.sweeper
+        if sweeper.get("_target_") == OPTUNA_SWEEPER:
+            # Why the plugin's sweeper runs under tinylm's: hydra_plugins/tinylm_optuna.py.
+            with read_write(config.hydra):  # Hydra builds the sweeper from this config next
+                sweeper._target_ = OPTUNA_SEARCH
+            # Building it imports Optuna, which imports alembic: one INFO line per plugin.
+            logging.getLogger("alembic").setLevel(logging.WARNING)
         sweep_dir = config.hydra.sweep.dir
-        print(
-            f"tinylm: sweep directory {sweep_dir}; if the sweep is interrupted, re-run the "
-            f"same command with hydra.sweep.dir={sweep_dir}: finished runs are skipped, "
-            "unfinished ones resume from their last checkpoint"
-        )
+        if sweeper.get("sampler", {}).get("seed", 0) is None:
+            hint = (
+                "this Optuna search has no hydra.sweeper.sampler.seed, so a re-run draws other "
+                "trials and cannot resume it: give a seed (e.g. hydra.sweeper.sampler.seed=0) "
+                "to make it reproducible"
+            )
+        else:
+            hint = (
+                f"if the sweep is interrupted, re-run the same command with "
+                f"hydra.sweep.dir={sweep_dir}: finished runs are skipped, unfinished ones "
+                "resume from their last checkpoint"
+            )
+        print(f"tinylm: sweep directory {sweep_dir}; {hint}")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from modes.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
+        target = config.get("summary", {}).get("target_loss")
+        write_summary(Path(config.hydra.sweep.dir), target_loss=target)
 
-        for path in write_sweep_summary(Path(config.hydra.sweep.dir)):
-            print(f"tinylm: wrote {path}")
+
+def write_summary(sweep_dir: Path, target_loss: float | None = None) -> None:
+    """The sweep's summary files (``modes/sweep_summary.py``), each named on stdout."""
+    from modes.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
+
+    for path in write_sweep_summary(sweep_dir, target_loss=target_loss):
+        print(f"tinylm: wrote {path}")
 
 
 def check_launcher(launcher: DictConfig) -> None:
@@ -51,3 +82,64 @@ def check_launcher(launcher: DictConfig) -> None:
             "the sweep on the cluster's login node, or here with hydra/launcher=submitit_local "
             "or hydra/launcher=joblib"
         )
+
+
+def check_search(hydra: DictConfig) -> None:
+    """What an Optuna search (``hydra/sweeper=optuna``; ``hydra`` is the multirun's Hydra
+    config) needs before its first trial: the direction that minimises the loss, a storage
+    this install can open, each key searched or fixed on the command line, not both, and
+    known keys in a search space written in a config file (``hydra.sweeper.params``; the
+    command line's are ``conf.command_line``'s)."""
+    sweeper = hydra.sweeper
+    if sweeper.get("_target_") not in (OPTUNA_SWEEPER, OPTUNA_SEARCH):
+        return
+    direction = sweeper.get("direction")
+    if str(getattr(direction, "name", direction)) != "minimize":
+        raise ValueError(
+            f"hydra.sweeper.direction={direction}: the search's objective is each job's "
+            "best_val_loss, a loss to minimise; leave hydra.sweeper.direction at minimize"
+        )
+    storage = sweeper.get("storage")
+    # Optuna 2 (the plugin's pin) opens any storage URL but redis:// with SQLAlchemy 1's API.
+    database = isinstance(storage, str) and not storage.startswith("redis")
+    if database and _major("optuna") < 3 and _major("sqlalchemy") >= 2:
+        raise ValueError(
+            f"hydra.sweeper.storage={storage}: Optuna {version('optuna')} (what "
+            "hydra-optuna-sweeper installs) cannot open a database with SQLAlchemy "
+            f"{version('sqlalchemy')}; leave hydra.sweeper.storage at null (the study lives in "
+            "memory and the sweep directory keeps every trial: re-run in it to resume)"
+        )
+    _check_searched_once(list(hydra.get("overrides", {}).get("task", [])))
+    params = sweeper.get("params") or {}
+    sources = hydra.get("runtime", {}).get("config_sources", [])
+    config_dirs = [s.path for s in sources if s.provider == "command-line" and s.schema == "file"]
+    try:
+        check_command_line(
+            [
+                *(f"--config-dir={d}" for d in config_dirs[:1]),
+                *(f"{k}={v}" for k, v in params.items()),
+            ]
+        )
+    except ValueError as err:
+        raise ValueError(f"hydra.sweeper.params: {err}") from None
+
+
+def _check_searched_once(overrides: list[str]) -> None:
+    """The plugin searches a key given a range only when it is given no single value too (it
+    keeps the value, silently): a key given both on the command line is refused."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    searched = {o.key_or_group: o.input_line for o in parsed if o.is_sweep_override()}
+    for override in parsed:
+        if not override.is_sweep_override() and override.key_or_group in searched:
+            raise ValueError(
+                f"{override.input_line} and {searched[override.key_or_group]}: the search "
+                f"would keep the single value and not search {override.key_or_group}; give "
+                "the key once, its value or its range"
+            )
+
+
+def _major(package: str) -> int:
+    try:
+        return int(version(package).split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return 0

@@ -25,9 +25,11 @@ from data.tokenizer import save_tokenizer
 from models.transformer import Decoder, Encoder
 from modes import Interrupted, SweepConflict
 from modes.inference import sample_text
-from modes.report import DamagedRecord, read_metrics, write_metrics
+from modes.report import DamagedRecord, read_metrics, warn, write_metrics
+from training.budget import apply_budget
 from training.callbacks import SaveOnInterrupt
 from training.checkpoint import check_resume, read_checkpoint
+from training.compile import compile_network
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
@@ -74,6 +76,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         data_config=settings.data,
         chars_per_token=datamodule.chars_per_token,
         bytes_per_token=datamodule.bytes_per_token,
+        seconds_budget=settings.trainer.budget.seconds,
     )
     counts = parameter_counts(task.model)
     if global_rank() == 0:
@@ -85,8 +88,11 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         )
 
     trainer = training_trainer(settings, out_dir, callbacks)
+    apply_budget(settings, trainer, model_config, task.flops_per_token)
     if settings.trainer.compile:
-        task.model.compile()
+        note = compile_network(task.model)
+        if note and global_rank() == 0:
+            warn(note)
     started = time.perf_counter()
     _fit(trainer, task, datamodule, resume, settings)
     if "val/loss" not in trainer.callback_metrics:
@@ -109,6 +115,15 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         "val_acc": last.get("val/acc"),
         "tokens_per_sec": task.tokens_per_sec(),
         "train_seconds": train_seconds,
+        # What the training steps consumed (resumed runs included; validation excluded):
+        # the currency of trainer.budget and of the sweep summary's time to a target loss.
+        "consumed": {
+            "steps": trainer.global_step,
+            "tokens": task.consumed["tokens"],
+            "flops": task.consumed["tokens"] * task.flops_per_token,
+            "seconds": task.consumed["seconds"],
+        },
+        "flops_per_token": task.flops_per_token,
         # When and how the job ran: parallel sweep jobs overlap, each on its share of threads.
         "started_at": started_at,
         "finished_at": time.time(),
@@ -207,7 +222,9 @@ def _sweep_job_state(
 
 
 def _check_same_job(out_dir: Path, stored: dict[str, str], requested: dict[str, str]) -> None:
-    differ = sorted(k for k in {*stored, *requested} if stored.get(k) != requested.get(k))
+    # summary.* shapes the sweep's summary, not its jobs: a re-run may change it.
+    keys = {k for k in {*stored, *requested} if not k.startswith("summary.")}
+    differ = sorted(k for k in keys if stored.get(k) != requested.get(k))
     if differ:
         pairs = ", ".join(f"{k}={requested.get(k)} (there: {stored.get(k)})" for k in differ)
         raise SweepConflict(
@@ -225,6 +242,8 @@ def _final_report(
     for key in HEADLINE:
         if metrics.get(key) is not None:
             print(f"{key:>16}: {metrics[key]:.4f}")
-    sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
+    # Eager even when trained compiled: each new length while generating would recompile.
+    with torch.compiler.set_stance("force_eager"):
+        sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
     print(f"\n--- sample ---\n{sample}\n")
     return sample

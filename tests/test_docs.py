@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -97,9 +98,17 @@ TINY = {
     "max_new_tokens": "5",
 }
 TRAIN_OVERRIDES = [f"{k}={v}" for k, v in TINY.items()] + ["logger=none"]
+# A budget decides the steps (trainer.max_steps beside it is refused): the tiny model's cost
+# of about three steps instead, so the command still runs in seconds.
+TINY_BUDGETS = {
+    "trainer.budget.flops": "3e9",
+    "trainer.budget.tokens": "1536",
+    "trainer.budget.seconds": "2",
+}
 READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export")
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
+HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
 INSTALL = "creates a virtual environment and installs from the package index (CI's .ci/run does)"
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
@@ -107,7 +116,7 @@ SLURM = "needs a SLURM cluster"
 # The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
 # jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
 # (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
-MEASUREMENT = "a measurement sweep of 4-24 parallel jobs, too long for this test; composed only"
+MEASUREMENT = "a measurement sweep of 4-24 jobs, too long for this test; composed only"
 JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
 MEASUREMENT_SWEEPS = [
     f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
@@ -117,6 +126,11 @@ MEASUREMENT_SWEEPS = [
     f"python train.py -m optim.lr=1e-3,6e-3,1e-2 seed=1,2 {JOBLIB}",
     f"python train.py -m model=bert seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
     f"python train.py -m model=bert optim=muon seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
+    "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
+    "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv",
+    "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
+    "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv "
+    "hydra.sweep.dir=$SWEEP summary.target_loss=4.5",
     "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1 seed=1,2,3 "
     "model.num_layers=2 model.hidden_size=64 trainer.max_steps=400 "
     f"trainer.val_check_interval=50 optim=adamw model.position=learned {JOBLIB}",
@@ -125,7 +139,7 @@ NOT_RUNNABLE = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
     "pip install -e . && python train.py": INSTALL + "; its last command runs below",
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-    'pip install -e ".[dev,launchers,hf]" && python -m pytest': INSTALL + "; " + SUITE,
+    'pip install -e ".[dev,launchers,hf,eval]" && python -m pytest': INSTALL + "; " + SUITE,
     'python -m pytest -m "not slow"': SUITE,
     "python train.py trainer=ddp trainer.devices=4": GPU,
     "python train.py trainer=gpu": GPU,
@@ -135,7 +149,19 @@ NOT_RUNNABLE = {
     "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
+    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 --versus "
+    "trainer.precision=bf16-mixed --versus trainer.compile=true --versus "
+    '"trainer.precision=bf16-mixed trainer.compile=true"': (
+        "too long: 4 configurations of 2000 steps, 2 compiled; --versus runs in the fast "
+        "preset's command, both settings train in tests/test_precision.py"
+    ),
+    "python train.py trainer.compile=true": (
+        "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
+        "slow test trains compiled (trainer=gpu's settings on the CPU)"
+    ),
     "python train.py data=wikitext2": NETWORK,
+    f"{HUB_TASKS}hellaswag,arc_easy": NETWORK,
+    f"{HUB_TASKS}piqa eval.harness_num_fewshot=5": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
@@ -181,6 +207,12 @@ QUICK = {
         *("--document-mask", "--shape", "shakespeare_char", "--max-seq-len", "256"),
         *("--rounds", "1", "--steps", "2", "--warmup", "1", "--no-memory"),
     ],
+    # Without --compile: inductor would compile for ~30-80 s (tests/test_precision.py compiles).
+    "python -m bench.train_step --shape default --precision bf16-mixed --compile "
+    '--candidates lightning "bare fused"': [
+        *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
+        *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning", "bare fused"),
+    ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
     "python -m bench.shakespeare_char": [
@@ -210,6 +242,7 @@ FAILS = {
     "python train.py model.num_heads=3": (1, None),
     "python train.py model.num_head=4": (1, None),
     "python train.py model=gtp": (1, None),
+    "python train.py trainer.precision=16-mixed": (1, None),
     "TINYLM_DEBUG=1 python train.py model.num_heads=3": (1, "Traceback"),
 }
 
@@ -225,6 +258,10 @@ PROMISES = {
     PRODUCERS["SWEEP"]: [
         *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
         *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
+    ],
+    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
+    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
+        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png")
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
@@ -281,7 +318,10 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
     keys = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
     result = list(args)
     if tiny and not any(a.startswith(READER_MODES) for a in args):
-        for key, value in TINY.items():
+        budgets = [k for k in keys if k in TINY_BUDGETS]
+        result = [f"{k}={TINY_BUDGETS[k]}" if k in budgets else a for a, k in _keyed(result)]
+        tiny_keys = {k: v for k, v in TINY.items() if not (budgets and k == "trainer.max_steps")}
+        for key, value in tiny_keys.items():
             if key in keys and not (multirun and is_sweep_value(keys[key])):
                 result = [f"{key}={value}" if a.startswith(f"{key}=") else a for a in result]
             elif key not in keys:
@@ -289,6 +329,11 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
         if not any(k == "logger" or k.startswith("logger.") for k in keys):
             result.append("logger=none")
     return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
+
+
+def _keyed(args: list[str]) -> list[tuple[str, str | None]]:
+    """Each argument with its key (None for a flag or a value-less word)."""
+    return [(a, a.split("=", 1)[0] if "=" in a else None) for a in args]
 
 
 def build_jobs(commands: list[Command], ws: Path) -> tuple[list[Job], dict[str, Job]]:
@@ -351,6 +396,7 @@ def write_inputs(ws: Path) -> None:
     for uid in ("agreement", "order"):
         (ws / "blimp" / "data" / f"{uid}.jsonl").write_text(json.dumps({**pair, "UID": uid}))
     (ws / "path" / "to" / "tinyshakespeare.txt").write_text(shakespeare)
+    shutil.copytree(ROOT / "docs" / "harness", ws / "docs" / "harness")  # the example task
 
 
 @dataclass
@@ -439,6 +485,9 @@ def test_tiny_overrides_replace_append_and_keep_sweeps() -> None:
     assert "trainer.max_steps=400" not in args and "logger=none" in args and out is None
     args, out = train_args(["mode=eval", "ckpt_path=x", "hydra.run.dir=here"], True)
     assert args == ["mode=eval", "ckpt_path=x", "hydra.run.dir=here"] and out == "here"
+    args, _ = train_args(["trainer.budget.flops=3.4e12", "model.hidden_size=64"], True)
+    assert "trainer.budget.flops=3e9" in args and "model.hidden_size=32" in args
+    assert not any(a.startswith("trainer.max_steps=") for a in args)
 
 
 def test_no_shell_command_escapes_the_parser() -> None:
@@ -543,6 +592,8 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
     log = result["log"][-4000:]
     if text.startswith("python -m bench.data --make-corpus") and not SHAKESPEARE.is_file():
         pytest.skip(f"the benchmark reads {SHAKESPEARE}, which this checkout lacks")
+    if "eval.harness=" in text:  # the eval extra (CI installs it): skipped where it is missing
+        pytest.importorskip("accelerate", reason='lm-eval: pip install -e ".[eval]"')
     if text in FAILS:
         code, message = FAILS[text]
         assert result["rc"] == code, f"{text}: exit {result['rc']}, not {code}\n{log}"
@@ -570,10 +621,10 @@ def test_listed_train_commands_compose(text: str) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from train import verbatim_prompt
+    from train import harness_task_list, verbatim_prompt
 
     words = split_env(text)[1]
-    args = verbatim_prompt(words[words.index("train.py") + 1 :])
+    args = harness_task_list(verbatim_prompt(words[words.index("train.py") + 1 :]))
     args = [a for a in args if a != "-m"]
     first = []
     for override in OverridesParser.create().parse_overrides(args):
@@ -585,7 +636,7 @@ def test_listed_train_commands_compose(text: str) -> None:
     first = [a for a in first if not a.startswith(("hydra/launcher=", "hydra.launcher."))]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[*first, "output_dir=unused"])
-    assert cfg.mode == "train"
+    assert cfg.mode == next((a[len("mode=") :] for a in first if a.startswith("mode=")), "train")
 
 
 def test_relative_links_and_images_resolve() -> None:

@@ -1,7 +1,8 @@
-"""Import layering: the modes and the training layer load without Hydra or matplotlib.
+"""Import layering: the modes and the training layer load without Hydra, matplotlib or lm-eval.
 
-Hydra belongs to the entry point (``train.py``, ``conf/hydra_runtime.py``, the sweep callback)
-and matplotlib to the modules that draw (``modes/plots.py``, ``modes/attention.py``). Each
+Hydra belongs to the entry point (``train.py``, ``conf/hydra_runtime.py``, the sweep callback),
+matplotlib to the modules that draw (``modes/plots.py``, ``modes/attention.py``) and the
+lm-evaluation-harness to the functions of ``training/harness.py`` that run it. Each
 import runs in a fresh interpreter. Lightning's torchmetrics imports matplotlib itself when it
 is installed, so matplotlib in ``sys.modules`` is allowed exactly when Lightning alone puts it
 there; that no tinylm module imports it is checked on the modules themselves: none holds a
@@ -19,7 +20,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-HEAVY = ("matplotlib", "hydra")
+HEAVY = ("matplotlib", "hydra", "lm_eval")
 TINYLM_PACKAGES = sorted(
     {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {"train"}
 )
@@ -71,8 +72,8 @@ def lightning_alone() -> set[str]:
     return set(probe("lightning")["loaded"])
 
 
-@pytest.mark.parametrize("module", ["modes.eval", "training.task"])
-def test_modes_and_training_import_without_hydra_or_matplotlib(
+@pytest.mark.parametrize("module", ["modes.eval", "modes.eval_harness", "training.task"])
+def test_modes_and_training_import_without_hydra_matplotlib_or_lm_eval(
     module: str, lightning_alone: set[str]
 ) -> None:
     found = probe(module)

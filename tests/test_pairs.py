@@ -307,6 +307,16 @@ def test_missing_pairs_and_conflicting_settings(tiny_checkpoints, tmp_path) -> N
         parse_settings(
             compose_config("mode=eval", "ckpt_path=x", "eval.pairs=builtin", "eval.stride=8", out)
         )
+    with pytest.raises(ValueError, match=r"eval.pairs and eval.harness each choose"):
+        parse_settings(
+            compose_config("mode=eval", "ckpt_path=x", "eval.pairs=builtin", "eval.harness=t", out)
+        )
+    with pytest.raises(ValueError, match=r"eval.weights=untrained is for tinylm's own scoring"):
+        parse_settings(
+            compose_config(
+                "mode=eval", "ckpt_path=x", "eval.weights=untrained", "eval.harness=t", out
+            )
+        )
     with pytest.raises(ValueError, match=r"eval.weights=random is unknown; choose"):
         parse_settings(compose_config("mode=eval", "ckpt_path=x", "eval.weights=random", out))
 

@@ -58,13 +58,16 @@ class HFFamily:
     config_kwargs: Callable[[ModelConfig, SpecialTokens], dict[str, Any]]
     weights: Callable[[Encoder | Decoder], dict[str, Tensor]]  # every transformers parameter
 
-    def check(self, cfg: ModelConfig) -> None:
-        """Refuse the settings this family cannot reproduce exactly, naming each in one error."""
+    def check(
+        self, cfg: ModelConfig, remedy: str = "export.format=safetensors keeps every setting"
+    ) -> None:
+        """Refuse the settings this family cannot reproduce exactly, naming each in one error
+        that ends with ``remedy`` (what the user can do instead)."""
         problems = [refusal.reason(cfg) for refusal in self.refusals if refusal.refuses(cfg)]
         if problems:
             raise ValueError(
                 f"this {cfg.arch} has no exact {self.name} equivalent: {'; '.join(problems)}. "
-                "export.format=safetensors keeps every setting"
+                f"{remedy}"
             )
 
 

@@ -155,6 +155,11 @@ def build_optimizer(
         betas=(optim.beta1, optim.beta2),
         fused=fused,
     )
+    # A fused AdamW tells a GradScaler that its step unscales the gradients itself, and so
+    # Lightning refuses to clip them under mixed precision (bf16 has no scaler at all). Told
+    # otherwise, the scaler unscales before the clip (fp16), as for any optimiser, and skips
+    # the step on inf/NaN; the update is still the fused kernel (tests/test_precision.py).
+    adamw._step_supports_amp_scaling = False
     if not muon_ids:
         return adamw
     muon = BatchedMuon(

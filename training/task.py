@@ -8,9 +8,10 @@ configs and stores them as plain dicts in its hyper-parameters, so a checkpoint 
 
 from __future__ import annotations
 
+import functools
 import math
-import time
 from dataclasses import asdict
+from time import perf_counter
 from typing import Any
 
 import lightning as L
@@ -32,10 +33,28 @@ from training.optim import build_optimizer
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """LR multiplier: linear warmup to 1, then cosine decay to ``min_ratio`` at total_steps."""
     if step < warmup_steps:
-        return (step + 1) / (warmup_steps + 1)
+        return _warmup(step, warmup_steps)
     if step >= total_steps:
         return min_ratio
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return _cosine((step - warmup_steps) / max(1, total_steps - warmup_steps), min_ratio)
+
+
+def warmup_cosine_over_time(
+    step: int, *, warmup_steps: int, time_fraction: float, min_ratio: float
+) -> float:
+    """LR multiplier of a run with a time budget (``trainer.budget.seconds``), whose number of
+    steps is not known in advance: the same linear warmup over steps, then the cosine decay
+    over the fraction of the budget spent, reaching ``min_ratio`` when the time is up."""
+    if step < warmup_steps:
+        return _warmup(step, warmup_steps)
+    return _cosine(min(1.0, time_fraction), min_ratio)
+
+
+def _warmup(step: int, warmup_steps: int) -> float:
+    return (step + 1) / (warmup_steps + 1)
+
+
+def _cosine(progress: float, min_ratio: float) -> float:
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
@@ -51,6 +70,7 @@ class LanguageModelTask(L.LightningModule):
         chars_per_token: dict[str, float],
         total_steps: int | None = None,
         bytes_per_token: dict[str, float] | None = None,
+        seconds_budget: float | None = None,
     ) -> None:
         super().__init__()
         # Plain types only: the checkpoint must load with weights_only=True.
@@ -64,6 +84,7 @@ class LanguageModelTask(L.LightningModule):
                 "total_steps": total_steps,
                 # None in checkpoints saved before bits per byte: their bpb is not known.
                 "bytes_per_token": None if bytes_per_token is None else dict(bytes_per_token),
+                "seconds_budget": seconds_budget,
             }
         )
         self.config = model_config
@@ -87,8 +108,13 @@ class LanguageModelTask(L.LightningModule):
         self._tokens_total = 0
         self._seconds_total = 0.0
         self._pending_rng_states: dict[str, Any] | None = None
-        # [step, validation loss] of every validation during training, carried through
-        # checkpoints so that a resumed run's curve is whole (sweep summaries plot it).
+        self._batch_started = 0.0
+        # What training has consumed, every step counted, carried through checkpoints so that
+        # a resumed run's totals are whole: what budgets and time-to-target are measured in.
+        self.consumed: dict[str, float] = {"tokens": 0, "seconds": 0.0}
+        # [step, validation loss, tokens, seconds consumed] of every validation during
+        # training, carried through checkpoints so that a resumed run's curve is whole (the
+        # sweep summary plots it and reads the time to a target loss from it).
         self.val_curve: list[list[float]] = []
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -132,20 +158,35 @@ class LanguageModelTask(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = rng_states()
         checkpoint["val_curve"] = [list(point) for point in self.val_curve]
+        checkpoint["consumed"] = dict(self.consumed)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._pending_rng_states = checkpoint.get("rng_states")
         self.val_curve = [list(point) for point in checkpoint.get("val_curve", [])]
+        self.consumed = {**self.consumed, **checkpoint.get("consumed", {})}
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         if self._pending_rng_states is not None:
             set_rng_states(self._pending_rng_states)
             self._pending_rng_states = None
+        self._batch_started = perf_counter()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        # Wall time between consecutive step ends covers data loading as well as compute.
-        now = time.perf_counter()
-        if self._last_step_end is not None:  # tokens of timed steps only
+        # Wall time between consecutive step ends covers data loading as well as compute;
+        # the first step after a (re)start or a validation counts from its own start.
+        now = perf_counter()
+        began = self._batch_started if self._last_step_end is None else self._last_step_end
+        self.consumed["seconds"] += now - began
+        # Every rank trains on a batch of this size: the tokens of the whole step.
+        self.consumed["tokens"] += batch["input_ids"].numel() * self.trainer.world_size
+        budget = self.hparams.get("seconds_budget")
+        if budget is not None:
+            # One decision for all DDP ranks (their clocks differ); Lightning validates and
+            # checkpoints (best and last) when a stop is requested.
+            spent = self.consumed["seconds"] >= budget
+            if self.trainer.strategy.reduce_boolean_decision(spent, all=False):
+                self.trainer.should_stop = True
+        if self._last_step_end is not None:  # throughput: tokens of timed steps only
             tokens = batch["input_ids"].numel()
             self._seconds_since_log += now - self._last_step_end
             self._seconds_total += now - self._last_step_end
@@ -206,7 +247,8 @@ class LanguageModelTask(L.LightningModule):
         # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
         # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
         if stage == "val" and self.trainer.state.fn == TrainerFn.FITTING:
-            self.val_curve.append([self.global_step, float(loss)])
+            point = [self.global_step, float(loss), self.consumed["tokens"]]
+            self.val_curve.append([*point, self.consumed["seconds"]])
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
         self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), sync_dist=True)
         # Accuracy over the targets: the next token (decoder) or the masked token (encoder).
@@ -222,21 +264,31 @@ class LanguageModelTask(L.LightningModule):
         optimizer = build_optimizer(
             self, self.model.blocks, self.optim, fused=self.device.type in ("cpu", "cuda")
         )
-        # None: the Trainer's own count of optimiser steps (max_steps, or epochs x batches,
-        # divided by gradient accumulation and by the DDP world size).
-        total_steps = self.hparams["total_steps"] or int(self.trainer.estimated_stepping_batches)
-        # One multiplier for every group: with optim=muon, Muon's and AdamW's rates alike.
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda step: warmup_cosine(
-                step,
+        budget = self.hparams.get("seconds_budget")
+        if budget is not None:  # the run's length is its time: decay over the time spent
+            multiplier = functools.partial(self._multiplier_over_time, budget)
+        else:
+            # None: the Trainer's own count of optimiser steps (max_steps, or epochs x
+            # batches, divided by gradient accumulation and by the DDP world size).
+            total = self.hparams["total_steps"] or int(self.trainer.estimated_stepping_batches)
+            multiplier = functools.partial(
+                warmup_cosine,
                 warmup_steps=self.optim.warmup_steps,
-                total_steps=total_steps,
+                total_steps=total,
                 min_ratio=self.optim.min_lr_ratio,
-            ),
-        )
+            )
+        # One multiplier for every group: with optim=muon, Muon's and AdamW's rates alike.
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
         schedule = {"scheduler": scheduler, "interval": "step"}
         return {"optimizer": optimizer, "lr_scheduler": schedule}
+
+    def _multiplier_over_time(self, budget: float, step: int) -> float:
+        return warmup_cosine_over_time(
+            step,
+            warmup_steps=self.optim.warmup_steps,
+            time_fraction=self.consumed["seconds"] / budget,
+            min_ratio=self.optim.min_lr_ratio,
+        )
 
 
 class CausalLMTask(LanguageModelTask):
@@ -285,6 +337,7 @@ def task_from_hparams(hparams: dict[str, Any], **changes: Any) -> LanguageModelT
         chars_per_token=values["chars_per_token"],
         total_steps=values.get("total_steps"),
         bytes_per_token=values.get("bytes_per_token"),
+        seconds_budget=values.get("seconds_budget"),
     )
 
 
