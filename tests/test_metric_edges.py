@@ -309,6 +309,20 @@ def test_accuracy_over_one_target() -> None:
     assert float(trainer.callback_metrics["val/acc"]) == 1.0
 
 
+@pytest.mark.parametrize("stage", ["val", "test"])
+def test_an_evaluation_without_targets_is_one_clear_error(stage: str) -> None:
+    """An encoder whose masking chose no token in the whole split: no loss to report (the
+    weighted mean over nothing is NaN, which training would call divergence)."""
+    task = _task("encoder")
+    batch = _batches(task)[1]
+    nothing = {**batch, "labels": torch.full_like(batch["labels"], IGNORE_INDEX)}
+    trainer = _trainer()
+    score = trainer.validate if stage == "val" else trainer.test
+    split = "validation" if stage == "val" else "test"
+    with pytest.raises(ValueError, match=rf"^the {split} data gave no target to score: "):
+        score(task, dataloaders=_loader([nothing]), verbose=False)
+
+
 def _padded(batch: dict[str, torch.Tensor], left: bool) -> dict[str, torch.Tensor]:
     """``batch`` with its first row's last (or first) 5 positions padding, never targets."""
     mask = torch.ones_like(batch["input_ids"])
