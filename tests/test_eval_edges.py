@@ -11,9 +11,11 @@ import contextlib
 import io
 import json
 import math
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 
@@ -22,6 +24,7 @@ from conf.hydra_runtime import parse_settings
 from conf.schema import OptimConfig
 from data.config import DataConfig
 from data.tokenizer import special_tokens_of, train_tokenizer
+from modes.report import write_metrics
 from tests.conftest import compose_config
 from tests.corpora import make_paragraphs
 from tests.tiny_models import tiny_config
@@ -54,12 +57,31 @@ def _checkpoint(path: Path, arch: str, paragraphs: list[str], step: int = 7) -> 
     return path
 
 
-def _evaluate(target: Path, tmp_path: Path, *overrides: str) -> dict:
-    """``modes.eval.run`` with ``overrides`` recorded as Hydra records a command line's."""
+class _Scored(L.Callback):
+    """Counts the evaluations a Trainer ran with it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.count += 1
+
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.count += 1
+
+
+def _evaluate(target: Path, tmp_path: Path, *overrides: str, printed: list | None = None):
+    """``modes.eval.run`` with ``overrides`` recorded as Hydra records a command line's, and
+    a callback that must see every evaluation; what it prints goes to ``printed``."""
     cfg = compose_config("mode=eval", f"ckpt_path={target}", f"output_dir={tmp_path}", *overrides)
     settings = replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
-    with contextlib.redirect_stdout(io.StringIO()):
-        return modes.eval.run(settings)
+    out, scored = io.StringIO(), _Scored()
+    with contextlib.redirect_stdout(out):
+        result = modes.eval.run(settings, [scored])
+    assert scored.count == len(result["results"])
+    if printed is not None:
+        printed.extend(out.getvalue().splitlines())
+    return result
 
 
 def _windows_recount(ckpt: Path, paragraphs: list[str], stride: int) -> dict[str, float]:
@@ -97,14 +119,18 @@ def _windows_recount(ckpt: Path, paragraphs: list[str], stride: int) -> dict[str
     }
 
 
-@pytest.mark.parametrize("stride", [None, 4])
-def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride) -> None:
+@pytest.mark.parametrize(("stride", "split"), [(None, "validation"), (4, "test")])
+def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, split) -> None:
+    """Scored as the validation or the test split (Trainer.validate or .test): the same
+    text, so the same record; the table printed, then where the record went."""
     paragraphs = make_paragraphs(6)
     ckpt = _checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt", "decoder", paragraphs)
     held = tmp_path / "held.txt"
     held.write_text("\n\n".join(paragraphs) + "\n")
-    asked = [f"data.path={held}", *([f"eval.stride={stride}"] if stride else [])]
-    result = _evaluate(ckpt, tmp_path, *asked)
+    asked = [f"data.path={held}", f"data.split={split}"]
+    asked += [f"eval.stride={stride}"] if stride else []
+    printed: list[str] = []
+    result = _evaluate(ckpt, tmp_path, *asked, printed=printed)
     (record,) = result["results"]
     expected = _windows_recount(ckpt, paragraphs, stride or WINDOW)
     assert record == {
@@ -127,6 +153,14 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride) 
     assert "configurations" not in result  # one checkpoint: no sweep table
     eval_jsonl = ckpt.parent / "eval.jsonl"
     assert result["eval_jsonl"] == str(eval_jsonl)
+    shown = {c: modes.eval.format_value(record[c]) for c in modes.eval.COLUMNS}
+    assert printed == [
+        "| " + " | ".join(modes.eval.COLUMNS) + " |",
+        "|" + "---|" * len(modes.eval.COLUMNS),
+        "| " + " | ".join(str(shown[c]) for c in modes.eval.COLUMNS) + " |",
+        "",  # the table ends with a newline
+        f"wrote {eval_jsonl}",
+    ]
     assert [json.loads(line) for line in eval_jsonl.read_text().splitlines()] == [record]
 
 
@@ -160,14 +194,25 @@ def test_a_run_directory_gives_its_best_checkpoint_and_a_sweep_every_run_in_job_
     assert modes.eval.checkpoints_to_evaluate(single) == [single]
     with pytest.raises(FileNotFoundError, match=r"does not exist$"):
         modes.eval.checkpoints_to_evaluate(tmp_path / "missing")
-    with pytest.raises(FileNotFoundError, match=r"^no checkpoints/best.ckpt in "):
-        modes.eval.checkpoints_to_evaluate(tmp_path / "sweep" / "0" / "checkpoints")
+    empty = tmp_path / "sweep" / "0" / "checkpoints"
+    with pytest.raises(FileNotFoundError) as error:
+        modes.eval.checkpoints_to_evaluate(empty)
+    assert str(error.value) == (
+        f"no checkpoints/best.ckpt in {empty} or in its run directories; pass a checkpoint "
+        "file, a run directory or a sweep directory"
+    )
     held = tmp_path / "held.txt"
     held.write_text("\n\n".join(paragraphs) + "\n")
-    result = _evaluate(sweep, tmp_path, f"data.path={held}")
-    assert [r["checkpoint"] for r in result["results"]] == [str(p.resolve()) for p in found]
-    assert "| loss |" in result["configurations"]  # the sweep's table, by configuration
+    shutil.rmtree(sweep / "0")  # two runs are a sweep too
+    printed: list[str] = []
+    result = _evaluate(sweep, tmp_path, f"data.path={held}", printed=printed)
+    assert [r["checkpoint"] for r in result["results"]] == [str(p.resolve()) for p in found[1:]]
+    table = result["configurations"]  # the sweep's table, by configuration
+    assert table.startswith("| n | failed | loss | vs_best | ppl | bpc | acc |")
+    assert printed[5:] == [*table.splitlines(), "", f"wrote {sweep / 'eval.jsonl'}"]
     assert result["eval_jsonl"] == str(sweep / "eval.jsonl")
+    with pytest.raises(ValueError, match=rf"position table of {sweep / '2'}"):
+        _evaluate(sweep / "2", tmp_path, f"data.path={held}", "model.max_seq_len=64")
 
 
 def test_the_stride_defaults_to_the_window_and_is_checked_for_decoders() -> None:
@@ -184,3 +229,30 @@ def test_a_record_is_identified_by_what_was_scored_and_how() -> None:
     assert modes.eval._identity(record) == modes.eval._identity(same)
     for key in modes.eval.IDENTITY:
         assert modes.eval._identity({**record, key: "other"}) != modes.eval._identity(record)
+
+
+def test_a_sweep_table_has_the_loss_then_the_other_metrics_and_names_a_damaged_run(
+    tmp_path: Path, capsys
+) -> None:
+    """``by_configuration``: seeds as replicates, the other metrics as means; a run whose
+    metrics.json is damaged is named in one warning and grouped without its settings."""
+    rows = []
+    for job, (heads, seed, loss) in enumerate((("2", "1", 2.0), ("2", "2", 2.2), ("4", "1", 3.0))):
+        run_dir = tmp_path / str(job)
+        write_metrics(run_dir, {"overrides": {"model.num_heads": heads, "seed": seed}})
+        ckpt = str(run_dir / "checkpoints" / "best.ckpt")
+        rows.append({"checkpoint": ckpt, "loss": loss, "ppl": math.exp(loss), "acc": 0.5})
+    damaged = tmp_path / "3"
+    damaged.mkdir()
+    (damaged / "metrics.json").write_text("{not json")
+    rows.append({"checkpoint": str(damaged / "checkpoints" / "best.ckpt"), "loss": 4.0})
+    lines = modes.eval.by_configuration(rows).splitlines()
+    assert lines[0] == "| model.num_heads | n | failed | loss | vs_best | ppl | bpc | acc |"
+    ppl = (math.exp(2.0) + math.exp(2.2)) / 2
+    assert lines[2] == f"| 2 | 2 | 0 | 2.1000 ± 0.1414 | best | {ppl:.4g} |  | 0.5 |"
+    assert lines[4].startswith("| None | 1 | 0 | 4.0000 |")  # the damaged run, apart
+    (warning,) = capsys.readouterr().err.splitlines()
+    assert warning.startswith(f"tinylm: warning: {damaged / 'metrics.json'} is damaged")
+    assert warning.endswith(
+        "; the run is grouped without its settings (rewrite or delete the file)"
+    )
