@@ -84,3 +84,38 @@ def test_runs_without_curves_get_no_curve_figure_and_failures_keep_their_error(
     summary = (tmp_path / "summary.md").read_text()
     assert "2 runs in 2 configurations." in summary
     assert "fewer than 2 completed runs have no known spread" in summary
+
+
+def test_the_summary_explains_itself_and_lists_the_configurations_beyond_noise(
+    tmp_path: Path,
+) -> None:
+    """Heads 1 and 2 are far worse than heads 4 (two seeds each, spread 0.01), heads 8 has
+    one run; runs.csv takes an unswept setting from the run's config, and a damaged
+    metrics.json is a failed run without settings."""
+    losses = {"1": (3.0, 3.01), "2": (2.5, 2.51), "4": (2.0, 2.01), "8": (2.2,)}
+    job = 0
+    for heads, values in losses.items():
+        for seed, loss in enumerate(values, start=1):
+            run = _run(loss, str(seed), **{"model.num_heads": heads})
+            write_metrics(tmp_path / str(job), {**run, "config": {"model.dropout": 0.1}})
+            job += 1
+    (tmp_path / str(job)).mkdir()
+    (tmp_path / str(job) / "metrics.json").write_text("{damaged")
+    write_sweep_summary(tmp_path)
+    summary = (tmp_path / "summary.md").read_text()
+    explanation = (
+        "8 runs in 5 configurations. best_val_loss is the mean ± sample standard deviation "
+        "over a configuration's completed runs (seeds are replicates); vs_best is its "
+        'difference from the best configuration\'s mean, "> 2 SE" when that exceeds two '
+        "standard errors of the difference. Configurations with fewer than 2 completed runs "
+        "have no known spread and their differences are not judged; add seeds (e.g. "
+        "seed=1,2,3) to judge them. Worse than the best beyond noise: model.num_heads=1; "
+        "model.num_heads=2."
+    )
+    assert summary.startswith(f"# Sweep {tmp_path}\n\n{explanation}\n\n## Configurations\n\n")
+    configurations = summary.split("## Configurations\n\n")[1].split("\n## Runs")[0]
+    header = "| model.num_heads | n | failed | best_val_loss | vs_best | " + " | ".join(MEANS)
+    assert configurations.splitlines()[0] == header + " |"
+    columns, rows = _csv(tmp_path / "runs.csv")
+    assert [r["model.dropout"] for r in rows] == ["0.1"] * 7 + [""]
+    assert rows[-1]["status"] == "failed" and rows[-1]["model.num_heads"] == ""
