@@ -36,9 +36,10 @@ OPTIM = OptimConfig(
 )
 
 
-def _checkpoint(path: Path, arch: str, paragraphs: list[str], step: int = 7) -> Path:
+def _checkpoint(path: Path, arch: str, paragraphs: list[str], step: int | None = 7) -> Path:
     """An untrained tiny ``arch`` with a character tokenizer of ``paragraphs``, saved as a
-    training run saves its checkpoints (state_dict, hyper_parameters, global_step)."""
+    training run saves its checkpoints (state_dict, hyper_parameters, global_step; none
+    when ``step`` is None)."""
     tokenizer = train_tokenizer("char", [paragraphs], 300)
     torch.manual_seed(0)
     task = task_class(arch)(
@@ -53,7 +54,7 @@ def _checkpoint(path: Path, arch: str, paragraphs: list[str], step: int = 7) -> 
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams)}
-    torch.save({**payload, "global_step": step}, path)
+    torch.save({**payload, **({} if step is None else {"global_step": step})}, path)
     return path
 
 
@@ -166,16 +167,20 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
 
 def test_an_encoder_record_names_its_mask_seed_and_no_stride(tmp_path: Path) -> None:
     paragraphs = make_paragraphs(12)
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "encoder", paragraphs, step=3)
+    ckpt = _checkpoint(tmp_path / "best.ckpt", "encoder", paragraphs, step=None)
     held = tmp_path / "held.txt"
     held.write_text("\n\n".join(paragraphs) + "\n")
     (record,) = _evaluate(ckpt, tmp_path, f"data.path={held}", "seed=5")["results"]
-    assert (record["step"], record["arch"], record["stride"]) == (3, "encoder", None)
+    # No global_step in the checkpoint: step 0.
+    assert (record["step"], record["arch"], record["stride"]) == (0, "encoder", None)
     assert record["mask_seed"] == 5 and 0 < record["tokens_scored"] < record["tokens"]
     assert set(record) >= {"loss", "ppl", "acc"} and "bpc" not in record
     assert record["ppl"] == pytest.approx(math.exp(record["loss"]), rel=1e-5)
-    with pytest.raises(ValueError, match=r"^eval.stride=4 is for decoders; an encoder"):
+    with pytest.raises(ValueError) as error:
         _evaluate(ckpt, tmp_path, f"data.path={held}", "eval.stride=4")
+    assert str(error.value) == (
+        "eval.stride=4 is for decoders; an encoder scores each example whole (drop eval.stride)"
+    )
 
 
 def test_a_run_directory_gives_its_best_checkpoint_and_a_sweep_every_run_in_job_order(
