@@ -187,6 +187,10 @@ NOT_RUNNABLE = {
     "python -m bench.data --text big.txt --tokenizer-loss": (
         "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
     ),
+    **dict.fromkeys(
+        ["python -m bench.mutations", "python -m bench.mutations --module modes/summary.py"],
+        "slow: minutes per module (mutmut, the mutation extra); run by hand",
+    ),
 }
 
 # Benchmarks with their quickest options; "{ws}" is the scratch directory.

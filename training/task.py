@@ -237,6 +237,13 @@ class LanguageModelTask(L.LightningModule):
         metrics = {name: m.compute() for name, m in self._metrics.items() if name.startswith(stage)}
         for m in self._metrics.values():
             m.reset()
+        if not metrics[f"{stage}_targets"]:
+            # The weighted mean over no target is NaN, which would read as divergence.
+            split = "validation" if stage == "val" else stage
+            raise ValueError(
+                f"the {split} data gave no target to score: the encoder's masking chose no "
+                "token in it; give it more text or raise data.mlm_probability"
+            )
         loss = metrics[f"{stage}_loss"]
         if not torch.isfinite(loss) and self.trainer.state.fn == TrainerFn.FITTING:
             # Stop before ModelCheckpoint saves these weights as last.ckpt.
