@@ -109,11 +109,14 @@ def _windows_recount(ckpt: Path, paragraphs: list[str], stride: int) -> dict[str
             scored += count
             start += stride
     characters = sum(len(p) + 1 for p in paragraphs)
+    utf8_bytes = sum(len(p.encode()) + 1 for p in paragraphs)  # one separator a document
     loss = nll / scored
     return {
         "loss": loss,
         "acc": correct / scored,
         "bpc": loss / math.log(2) / (characters / len(stream)),
+        "bpb": loss / math.log(2) / (utf8_bytes / len(stream)),
+        "bytes": utf8_bytes,
         "tokens_scored": scored,
         "tokens": len(stream),
         "characters": characters,
@@ -146,9 +149,13 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
         "tokens": expected["tokens"],
         "tokens_scored": expected["tokens_scored"],
         "characters": expected["characters"],
+        "bytes": expected["bytes"],
+        "weights": "trained",
+        "weights_seed": None,
         "loss": pytest.approx(expected["loss"], rel=1e-5),
         "ppl": pytest.approx(math.exp(expected["loss"]), rel=1e-5),
         "bpc": pytest.approx(expected["bpc"], rel=1e-5),
+        "bpb": pytest.approx(expected["bpb"], rel=1e-5),
         "acc": pytest.approx(expected["acc"], rel=1e-6),
     }
     assert "configurations" not in result  # one checkpoint: no sweep table
@@ -213,7 +220,9 @@ def test_a_run_directory_gives_its_best_checkpoint_and_a_sweep_every_run_in_job_
     result = _evaluate(sweep, tmp_path, f"data.path={held}", printed=printed)
     assert [r["checkpoint"] for r in result["results"]] == [str(p.resolve()) for p in found[1:]]
     table = result["configurations"]  # the sweep's table, by configuration
-    assert table.startswith("| n | failed | loss | vs_best | ppl | bpc | acc |")
+    assert table.startswith(
+        "| n | failed | loss | vs_best | p_welch | holm | ppl | bpc | bpb | acc |"
+    )
     assert printed[5:] == [*table.splitlines(), "", f"wrote {sweep / 'eval.jsonl'}"]
     assert result["eval_jsonl"] == str(sweep / "eval.jsonl")
     with pytest.raises(ValueError, match=rf"position table of {sweep / '2'}"):
@@ -252,9 +261,12 @@ def test_a_sweep_table_has_the_loss_then_the_other_metrics_and_names_a_damaged_r
     (damaged / "metrics.json").write_text("{not json")
     rows.append({"checkpoint": str(damaged / "checkpoints" / "best.ckpt"), "loss": 4.0})
     lines = modes.eval.by_configuration(rows).splitlines()
-    assert lines[0] == "| model.num_heads | n | failed | loss | vs_best | ppl | bpc | acc |"
+    header = (
+        "| model.num_heads | n | failed | loss | vs_best | p_welch | holm | ppl | bpc | bpb | acc |"
+    )
+    assert lines[0] == header
     ppl = (math.exp(2.0) + math.exp(2.2)) / 2
-    assert lines[2] == f"| 2 | 2 | 0 | 2.1000 ± 0.1414 | best | {ppl:.4g} |  | 0.5 |"
+    assert lines[2] == f"| 2 | 2 | 0 | 2.1000 ± 0.1414 | best |  |  | {ppl:.4g} |  |  | 0.5 |"
     assert lines[4].startswith("| None | 1 | 0 | 4.0000 |")  # the damaged run, apart
     (warning,) = capsys.readouterr().err.splitlines()
     assert warning.startswith(f"tinylm: warning: {damaged / 'metrics.json'} is damaged")

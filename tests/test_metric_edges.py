@@ -158,7 +158,7 @@ def test_the_validation_curve_holds_each_validation_of_training_and_survives_a_c
     batches = _batches(task)
     trainer = _trainer(max_steps=2, val_check_interval=1, num_sanity_val_steps=0)
     trainer.fit(task, train_dataloaders=_loader(batches[1:] * 4), val_dataloaders=_loader(batches))
-    assert [step for step, _ in task.val_curve] == [1, 2]
+    assert [point[0] for point in task.val_curve] == [1, 2]
     assert task.val_curve[-1][1] == pytest.approx(_recount(task, batches)["loss"], rel=1e-5)
     checkpoint: dict[str, Any] = {}
     task.on_save_checkpoint(checkpoint)
@@ -208,13 +208,14 @@ def test_the_training_loss_is_logged_on_logging_steps(steps: int, logged: bool) 
 
 
 class _Clock:
-    """time.perf_counter for training.task: one second later at every call."""
+    """training.task's perf_counter: half a second later at every call. The task reads it at
+    every step's start and end, so consecutive step ends are one second apart."""
 
     def __init__(self) -> None:
         self.now = 0.0
 
     def perf_counter(self) -> float:
-        self.now += 1.0
+        self.now += 0.5
         return self.now
 
 
@@ -230,7 +231,7 @@ def test_throughput_counts_the_tokens_of_timed_steps_over_their_time(
     """Batches of 1, 1, 2 and 3 rows of 16 tokens, one second per step by the clock; the first
     step is warm-up, not timed. Logged every 2 steps: the tokens since the last log over
     their seconds (16 at step 2; (32 + 48) / 2 at step 4); the run's average: 96 / 3."""
-    monkeypatch.setattr(training.task, "time", _Clock())
+    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
     task = _task()
     batch = _batches(task)[1]
     batches = [_rows(batch, rows) for rows in (1, 1, 2, 3)][:steps]
@@ -248,7 +249,7 @@ def test_mfu_is_the_throughput_in_flops_over_the_peak(monkeypatch) -> None:
     def peak_flops(device: torch.device, precision: str) -> float | None:
         return 1e9 if (device.type, precision) == ("cpu", "32-true") else None
 
-    monkeypatch.setattr(training.task, "time", _Clock())
+    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
     monkeypatch.setattr(training.task, "_peak_flops", peak_flops)
     task = _task()
     batch = _rows(_batches(task)[1], 1)  # 16 tokens a step, one second each
@@ -259,8 +260,7 @@ def test_mfu_is_the_throughput_in_flops_over_the_peak(monkeypatch) -> None:
 
 
 def test_a_validation_is_not_timed_as_training(monkeypatch) -> None:
-    clock = _Clock()
-    monkeypatch.setattr(training.task, "time", clock)
+    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
     task = _task()
     batch = _batches(task)[1]
     trainer = _trainer(

@@ -79,10 +79,10 @@ def test_when_every_configuration_failed_none_is_best_and_no_difference_is_shown
     assert [(r["vs_best"], r["exceeds_2se"], r["is_best"]) for r in rows] == [
         (None, None, False)
     ] * 2
-    # heads, n, failed, best_val_loss, vs_best: "failed" and an empty verdict
+    # heads, n, failed, best_val_loss, vs_best, p_welch, holm: "failed", no verdict, no test
     assert _cells(configuration_table(configs, rows)) == [
-        ["1", "0", "1", "failed", ""],
-        ["2", "0", "1", "failed", ""],
+        ["1", "0", "1", "failed", "", "", ""],
+        ["2", "0", "1", "failed", "", "", ""],
     ]
 
 
@@ -95,7 +95,10 @@ def test_a_configuration_whose_runs_neither_finished_nor_failed_shows_no_loss() 
 def test_single_runs_show_their_difference_without_a_verdict() -> None:
     configs = [_configuration([2.3], heads="1"), _configuration([2.1], heads="2")]
     table = _cells(configuration_table(configs, configuration_rows(configs)))
-    assert table == [["1", "1", "0", "2.3000", "+0.2000"], ["2", "1", "0", "2.1000", "best"]]
+    assert table == [
+        ["1", "1", "0", "2.3000", "+0.2000", "", ""],  # one run a side: no test either
+        ["2", "1", "0", "2.1000", "best", "", ""],
+    ]
 
 
 def test_a_difference_of_exactly_two_standard_errors_does_not_exceed_them() -> None:
@@ -112,10 +115,12 @@ def test_the_table_names_the_metric_it_compares() -> None:
     """``mode=eval`` over a sweep compares ``loss``; one configuration is a table too."""
     config = Configuration({"model.num_heads": "2"}, [{"status": "completed", "loss": 2.0}], "loss")
     table = configuration_table([config], configuration_rows([config]))
-    assert table.splitlines()[0] == "| model.num_heads | n | failed | loss | vs_best |"
-    assert _cells(table) == [["2", "1", "0", "2.0000", "best"]]
+    header = "| model.num_heads | n | failed | loss | vs_best | p_welch | holm |"
+    assert table.splitlines()[0] == header
+    assert _cells(table) == [["2", "1", "0", "2.0000", "best", "", ""]]
 
 
 def test_no_configurations_make_a_table_without_rows() -> None:
-    expected = markdown_table(["n", "failed", "best_val_loss", "vs_best", "val_acc"], [])
+    columns = ["n", "failed", "best_val_loss", "vs_best", "p_welch", "holm", "val_acc"]
+    expected = markdown_table(columns, [])
     assert configuration_table([], [], ["val_acc"]) == expected

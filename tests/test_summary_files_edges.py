@@ -49,7 +49,8 @@ def test_a_sweep_over_seeds_alone_is_one_configuration_without_a_heatmap(tmp_pat
     ]
     columns, rows = _csv(tmp_path / "summary.csv")
     numbers = ["best_val_loss_mean", "best_val_loss_std", "vs_best", "exceeds_2se"]
-    assert columns == ["n", "failed", *numbers, *MEANS]
+    tests = ["welch_p", "holm_p", "holm_significant"]
+    assert columns == ["n", "failed", *numbers, *tests, *MEANS]
     assert len(rows) == 1 and rows[0]["n"] == "2" and rows[0]["vs_best"] == "0.0"
     # Only what is known is written: no bpc, no throughput.
     assert rows[0]["val_bpc"] == rows[0]["tokens_per_sec"] == ""
@@ -107,14 +108,19 @@ def test_the_summary_explains_itself_and_lists_the_configurations_beyond_noise(
         "8 runs in 5 configurations. best_val_loss is the mean ± sample standard deviation "
         "over a configuration's completed runs (seeds are replicates); vs_best is its "
         'difference from the best configuration\'s mean, "> 2 SE" when that exceeds two '
-        "standard errors of the difference. Configurations with fewer than 2 completed runs "
+        "standard errors of the difference. p_welch is the two-sided p-value of Welch's "
+        "t-test against the best configuration, holm its Holm-adjusted value over the 2 "
+        "comparisons with the best, significant at <= 0.05 (the family-wise error rate). The "
+        "best is chosen from the same runs, so its lead is optimistic: confirm it with new "
+        "seeds. Configurations with fewer than 2 completed runs "
         "have no known spread and their differences are not judged; add seeds (e.g. "
         "seed=1,2,3) to judge them. Worse than the best beyond noise: model.num_heads=1; "
         "model.num_heads=2."
     )
     assert summary.startswith(f"# Sweep {tmp_path}\n\n{explanation}\n\n## Configurations\n\n")
     configurations = summary.split("## Configurations\n\n")[1].split("\n## Runs")[0]
-    header = "| model.num_heads | n | failed | best_val_loss | vs_best | " + " | ".join(MEANS)
+    header = "| model.num_heads | n | failed | best_val_loss | vs_best | p_welch | holm | "
+    header += " | ".join(MEANS)
     assert configurations.splitlines()[0] == header + " |"
     columns, rows = _csv(tmp_path / "runs.csv")
     assert [r["model.dropout"] for r in rows] == ["0.1"] * 7 + [""]
