@@ -20,6 +20,7 @@ import training.task
 from conf.schema import OptimConfig
 from data.collate import IGNORE_INDEX
 from data.config import DataConfig
+from tests.test_tasks import MUON
 from tests.tiny_models import VOCAB, tiny_config
 from training.optim import MuonWithAdamW
 from training.task import (
@@ -356,12 +357,7 @@ def test_padding_is_masked_in_the_metrics(arch: str, left: bool) -> None:
     the metrics are those of the network given the padding mask."""
     task = _attentive(_task(arch))
     batches = [_padded(batch, left) for batch in _batches(task)]
-    expected = _recount(task, batches)
-    unmasked = _recount(task, batches, inputs=False)
-    assert abs(expected["loss"] - unmasked["loss"]) > 1e-3 * expected["loss"]
-    trainer = _trainer()
-    trainer.validate(task, dataloaders=_loader(batches), verbose=False)
-    assert float(trainer.callback_metrics["val/loss"]) == pytest.approx(expected["loss"], rel=1e-5)
+    _assert_validation_uses_the_masks(task, batches)
 
 
 def test_document_ids_are_attended_within_each_document_in_the_metrics() -> None:
@@ -371,6 +367,12 @@ def test_document_ids_are_attended_within_each_document_in_the_metrics() -> None
         document_ids = torch.zeros_like(batch["input_ids"])
         document_ids[:, 6:] = 1  # (B, T): a second document from position 6
         batches.append({**batch, "document_ids": document_ids})
+    _assert_validation_uses_the_masks(task, batches)
+
+
+def _assert_validation_uses_the_masks(task: LanguageModelTask, batches: list[dict]) -> None:
+    """The validation loss is the recount with the batches' masks, which differs from the
+    recount without them (so the check can tell)."""
     expected = _recount(task, batches)
     unmasked = _recount(task, batches, inputs=False)
     assert abs(expected["loss"] - unmasked["loss"]) > 1e-3 * expected["loss"]
@@ -417,19 +419,7 @@ def test_adamw_is_fused_where_torch_has_the_kernel(monkeypatch, device: str, fus
 
 
 def test_muon_takes_the_blocks() -> None:
-    muon = OptimConfig(
-        kind="muon",
-        lr=3e-3,
-        weight_decay=0.1,
-        beta1=0.9,
-        beta2=0.95,
-        warmup_steps=1,
-        min_lr_ratio=0.1,
-        muon_lr=0.02,
-        muon_momentum=0.95,
-        muon_weight_decay=0.01,
-    )
-    optimizer = _task(optim=muon).configure_optimizers()["optimizer"]
+    optimizer = _task(optim=MUON).configure_optimizers()["optimizer"]
     assert isinstance(optimizer, MuonWithAdamW)
 
 
