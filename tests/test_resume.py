@@ -80,9 +80,10 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
         "model.dropout=0.0,0.1",
         f"hydra.sweep.dir={sweep}",
     ]
-    # First pass: job 0 completes, job 1 is stopped by SIGTERM at step 7 (a pre-emption).
+    # First pass: job 0 completes, job 1 is stopped by SIGTERM at step 3 (a pre-emption),
+    # before its first validation: the interruption's last.ckpt is its only checkpoint.
     wrapper = (
-        "from tests.faults import SignalInSweepJob, main_with\nmain_with(SignalInSweepJob(1, 7))\n"
+        "from tests.faults import SignalInSweepJob, main_with\nmain_with(SignalInSweepJob(1, 3))\n"
     )
     first = train_py(*args, cwd=tmp_path, wrapper=wrapper)
     assert first.returncode == 143, first.stderr[-3000:]
@@ -100,6 +101,11 @@ def test_rerun_sweep_skips_finished_and_resumes_unfinished_jobs(tmp_path: Path) 
     assert (sweep / "0" / "metrics.json").stat().st_mtime_ns == stamp  # untouched
     resumed = json.loads((sweep / "1" / "metrics.json").read_text())
     assert resumed["status"] == "completed" and resumed["step"] == 10
+    # The resumed job's checkpoints replace the interruption's (no last-v1.ckpt beside a stale
+    # last.ckpt at step 3).
+    checkpoints = sweep / "1" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 10
     with open(sweep / "runs.csv") as f:
         rows = {r["run"]: r for r in csv.DictReader(f)}
     assert [rows[k]["status"] for k in ("0", "1")] == ["completed", "completed"]

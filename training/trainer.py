@@ -47,6 +47,9 @@ def training_trainer(
         save_top_k=1,
         save_last=True,
         auto_insert_metric_name=False,
+        # Fixed names: a job resumed in its own directory (a sweep re-run) overwrites the
+        # interruption's last.ckpt instead of writing last-v1.ckpt beside it.
+        enable_version_counter=False,
     )
     logger = build_logger(settings, out_dir)
     all_callbacks = [
