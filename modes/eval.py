@@ -10,7 +10,8 @@ masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
 With ``eval.pairs`` (a BLiMP-format file or directory, or ``builtin``), minimal pairs are
 scored instead of text (``modes/eval_pairs.py``). With ``eval.weights=untrained``, each
 checkpoint's network is replaced by a fresh one of its shape drawn from ``seed``: the
-untrained baseline.
+untrained baseline. Text is scored in the trainer's precision (trainer=cpu: bf16-mixed where the
+CPU has native bfloat16, ``training/precision.py``), named in the record.
 
 Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
 beside the checkpoint (or in the sweep directory); running the same evaluation again
@@ -31,7 +32,14 @@ from data.config import DataConfig
 from data.evaluation import data_to_evaluate
 from data.examples import check_stride
 from modes import eval_pairs
-from modes.report import append_records, format_value, markdown_table, natural_key, read_run
+from modes.report import (
+    append_records,
+    format_value,
+    markdown_table,
+    natural_key,
+    read_run,
+    warn,
+)
 from modes.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -45,6 +53,7 @@ from training.checkpoint import (
     read_checkpoint,
     use_weights,
 )
+from training.precision import with_native_precision
 from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
 
@@ -78,9 +87,11 @@ IDENTITY = (
     "paradigm",
     "weights",
     "weights_seed",
+    "precision",
 )
-# Records written before eval.weights existed scored the trained weights.
-_IDENTITY_DEFAULTS = {"weights": "trained"}
+# Records written before eval.weights existed scored the trained weights, and before records
+# named their precision, in float32; pair and harness records are scored in float32.
+_IDENTITY_DEFAULTS = {"weights": "trained", "precision": "32-true"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
@@ -92,6 +103,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     checkpoints = checkpoints_to_evaluate(target)
     if settings.eval.pairs is None:
         columns = COLUMNS
+        settings, note = with_native_precision(settings)
+        if note:
+            warn(note)
         rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
     else:
         columns = eval_pairs.COLUMNS
@@ -206,6 +220,7 @@ def evaluate_checkpoint(
         "mask_seed": settings.job.seed if arch == "encoder" else None,
         "weights": settings.eval.weights,
         "weights_seed": settings.job.seed if settings.eval.weights == "untrained" else None,
+        "precision": settings.trainer.precision,
         "tokens": text.tokens,
         "tokens_scored": text.tokens_scored,
         "characters": text.characters,

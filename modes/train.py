@@ -30,6 +30,7 @@ from training.budget import apply_budget
 from training.callbacks import SaveOnInterrupt
 from training.checkpoint import check_resume, read_checkpoint
 from training.compile import compile_network
+from training.precision import with_native_precision
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
@@ -87,6 +88,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             f"({counts['params_with_embeddings']:,} with embeddings), run dir {out_dir}"
         )
 
+    settings, note = with_native_precision(settings)
+    if note and global_rank() == 0:
+        warn(note)
     trainer = training_trainer(settings, out_dir, callbacks)
     apply_budget(settings, trainer, model_config, task.flops_per_token)
     if settings.trainer.compile:

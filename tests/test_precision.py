@@ -11,15 +11,20 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 from lightning.pytorch.plugins.precision import MixedPrecision
+from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 from torch.utils.hooks import RemovableHandle
 
+from conf.schema import settings_from_tree
 from modes import Interrupted
-from tests.conftest import RESUME, TINY, compose_config
+from modes import eval as eval_mode
+from tests.conftest import RESUME, ROOT, TINY
 from tests.faults import NaNAtStep, SignalAtStep
 from tests.test_attention import CASES, D_MODEL, B, T, _case, _forward
 from train import run
+from training import precision as precision_choice
 
 # What conf/schema.py accepts with trainer.accelerator=cpu ("32" is 32-true's other name);
 # 16-mixed is refused there, and its fp16 loss scaling is covered by Float16Scaler below.
@@ -130,14 +135,20 @@ def test_16_mixed_on_the_cpu_is_one_line_naming_bf16_mixed(make_cfg) -> None:
         run(make_cfg("trainer.precision=16-mixed"))
 
 
+def _preset(*overrides: str) -> DictConfig:
+    """The config tree as presets make it, without TINY (whose 32-true would hide theirs)."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
 def _gpu_preset_on_the_cpu(*overrides: str) -> list[str]:
     """trainer=gpu's settings but the device (TINY's shape and length), checked to be the
     preset's own: bf16-mixed, torch.compile, clipping at 1.0."""
     preset = ["trainer=gpu", "trainer.accelerator=cpu"]
-    trainer = compose_config(*preset).trainer
+    trainer = _preset(*preset).trainer
     assert (trainer.precision, trainer.gradient_clip_val) == ("bf16-mixed", 1.0)
     assert trainer.compile is True
-    return [*preset, *overrides]
+    return [*preset, f"trainer.precision={trainer.precision}", *overrides]
 
 
 def test_gpu_preset_trains_on_the_cpu(make_cfg) -> None:
@@ -294,3 +305,68 @@ def test_compile_without_a_cpp_compiler_says_so_and_trains_eager(
         "inductor backend and found none (g++, or the one $CXX names); training without "
         "compiling"
     ]
+
+
+# --------------------------------------------------------------------------- the default
+
+
+def test_trainer_cpu_trains_in_bf16_autocast_and_the_shakespeare_presets_in_float32() -> None:
+    """What bench.train_step measured (docs/benchmarks.md): bf16-mixed wins at the default
+    GPT's shape and loses at shakespeare_char's."""
+    assert _preset().trainer.precision == "bf16-mixed"
+    for experiment in ("shakespeare_char", "shakespeare_char_fast"):
+        assert _preset(f"experiment={experiment}").trainer.precision == "32-true"
+    assert _preset("trainer=cpu_ddp").trainer.precision == "32-true"
+
+
+def _settings(*overrides: str, typed: tuple[str, ...] = ()):
+    """Settings from the presets plus ``overrides``; ``typed`` are the ones given on the
+    command line (Hydra's job overrides)."""
+    config = _preset(*overrides, *typed, "output_dir=run")  # the default reads Hydra's run dir
+    tree = OmegaConf.to_container(config, resolve=True)
+    return settings_from_tree(tree, overrides=dict(o.split("=", 1) for o in typed), sweep_dir=None)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_preset_bf16_falls_back_to_float32_only_on_a_cpu_without_native_bf16(
+    monkeypatch, native: bool
+) -> None:
+    monkeypatch.setattr(precision_choice, "native_bf16_cpu", lambda: native)
+    settings, note = precision_choice.with_native_precision(_settings())
+    assert settings.trainer.precision == ("bf16-mixed" if native else "32-true")
+    assert (note is None) == native
+    if note:
+        assert "no native bfloat16" in note and "trainer.precision=bf16-mixed" in note
+    # What the user typed is kept, and a GPU run is not the CPU's business.
+    for kept in (
+        _settings(typed=("trainer.precision=bf16-mixed",)),
+        _settings("trainer=gpu", typed=("trainer.accelerator=gpu",)),
+    ):
+        assert precision_choice.with_native_precision(kept) == (kept, None)
+
+
+def test_the_fallback_trains_and_evaluates_in_float32_and_the_record_says_so(
+    monkeypatch, make_cfg, tmp_path: Path, capsys
+) -> None:
+    monkeypatch.setattr(precision_choice, "native_bf16_cpu", lambda: False)
+    seen = []
+
+    class Precision(L.Callback):
+        def on_fit_start(self, trainer, pl_module) -> None:
+            seen.append(trainer.precision)
+
+        on_validation_start = on_fit_start
+
+    run(make_cfg("trainer.precision=bf16-mixed", *SHORT, "max_new_tokens=2"), [Precision()])
+    assert capsys.readouterr().err.count("no native bfloat16") == 1
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    run(make_cfg("mode=eval", f"ckpt_path={ckpt}", "trainer.precision=bf16-mixed"), [Precision()])
+    assert set(seen) == {"32-true"}
+    records = (ckpt.parent / eval_mode.RESULTS_FILE).read_text().splitlines()
+    assert [json.loads(r)["precision"] for r in records] == ["32-true"]
+    monkeypatch.setattr(precision_choice, "native_bf16_cpu", lambda: True)
+    run(make_cfg("mode=eval", f"ckpt_path={ckpt}", "trainer.precision=bf16-mixed"), [Precision()])
+    records = (ckpt.parent / eval_mode.RESULTS_FILE).read_text().splitlines()
+    # Scored in another precision: another evaluation, kept beside the first.
+    assert sorted(json.loads(r)["precision"] for r in records) == ["32-true", "bf16-mixed"]
+    assert seen[-1] == "bf16-mixed"

@@ -1,0 +1,46 @@
+"""The precision a job runs in: ``trainer=cpu``'s bfloat16 autocast where the CPU runs bfloat16
+natively, float32 where it would only emulate it.
+
+``bf16-mixed`` (autocast: bfloat16 matrix products, float32 weights, optimiser states and
+loss) is trainer=cpu's default because this CPU family's ``avx512_bf16`` instructions make the
+default GPT's step 1.4x faster at the same loss (docs/benchmarks.md, "bfloat16 and compiled
+training on the CPU"). A CPU without them (or AMX) computes bfloat16 products in software,
+slower than float32: there a preset's ``bf16-mixed`` becomes ``32-true`` with one note line. A
+``trainer.precision`` typed on the command line is the user's choice and is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from conf.schema import Settings
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX tiles)."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def _on_cpu(accelerator: str) -> bool:
+    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+
+
+def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
+    """``settings`` with a preset's ``bf16-mixed`` turned into ``32-true`` on a CPU without
+    native bfloat16, and the note that says so (None when nothing changed)."""
+    trainer = settings.trainer
+    if (
+        trainer.precision != "bf16-mixed"
+        or "trainer.precision" in settings.overrides
+        or not _on_cpu(trainer.accelerator)
+        or native_bf16_cpu()
+    ):
+        return settings, None
+    note = (
+        "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), where trainer.precision="
+        "bf16-mixed runs slower than float32: running in 32-true (give trainer.precision="
+        "bf16-mixed on the command line to keep it)"
+    )
+    return replace(settings, trainer=replace(trainer, precision="32-true")), note
