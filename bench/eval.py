@@ -13,7 +13,9 @@ Shakespeare. The corpus is written to a text file and scored whole, as
 ``python train.py mode=eval ckpt_path=CK data.path=FILE eval.stride=S`` does, once to warm
 the caches (tokenization), then timed at each stride. tokens/s = tokens scored / wall time of
 the evaluation (data loading, forward passes, metrics). Striding costs max_seq_len / S times
-the forward passes for the same tokens scored.
+the forward passes for the same tokens scored. Each stride is scored in every
+``--precisions`` value (``trainer.precision``: float32 and bfloat16 autocast by default);
+"vs first" is a precision's tokens/s over the first one's at the same stride.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ def _compose(*overrides: str):
         return compose(config_name="config", overrides=["logger=none", *overrides])
 
 
-def _evaluate(ckpt: Path, data: Path, stride: int, out: Path) -> tuple[dict, float]:
+def _evaluate(ckpt: Path, data: Path, stride: int, out: Path, precision: str) -> tuple[dict, float]:
     import modes.eval
     from conf.hydra_runtime import parse_settings
 
-    overrides = [f"data.path={data}", f"eval.stride={stride}"]
+    overrides = [f"data.path={data}", f"eval.stride={stride}", f"trainer.precision={precision}"]
     cfg = _compose("mode=eval", f"ckpt_path={ckpt}", f"output_dir={out}", *overrides)
     # What Hydra records for the same command line (compose records none).
     settings = replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
@@ -58,6 +60,9 @@ def main() -> None:
     parser.add_argument("--max-chars", type=int, default=0, help="0 = the whole corpus")
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = its default")
+    parser.add_argument(
+        "--precisions", default="32-true,bf16-mixed", help="trainer.precision values, comma-split"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -80,8 +85,9 @@ def main() -> None:
     else:
         print(f"no {args.shakespeare}: Shakespeare skipped (--shakespeare PATH)")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    head = f"{'corpus':<12}{'T':>5}{'stride':>8}{'tokens scored':>15}{'s':>9}{'tokens/s':>11}"
-    head += f"{'loss':>8}{'cost':>7}"
+    precisions = args.precisions.split(",")
+    head = f"{'corpus':<12}{'T':>5}{'stride':>8}{'precision':>12}{'tokens scored':>15}{'s':>9}"
+    head += f"{'tokens/s':>11}{'loss':>8}{'cost':>7}{'vs first':>10}"
     print(head)
     print("-" * len(head))
     for name, (text, preset) in corpora.items():
@@ -104,16 +110,20 @@ def main() -> None:
             )
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         window = int(_compose(*preset).model.max_seq_len)
-        _evaluate(ckpt, data, window, work)  # warm-up: tokenization, caches
+        _evaluate(ckpt, data, window, work, precisions[0])  # warm-up: tokenization, caches
         base = None
         for stride in (window, window // 4):
-            record, seconds = _evaluate(ckpt, data, stride, work)
-            rate = record["tokens_scored"] / seconds
-            base = base or rate
-            print(
-                f"{name:<12}{window:>5}{stride:>8}{record['tokens_scored']:>15,}"
-                f"{seconds:>9.1f}{rate:>11,.0f}{record['loss']:>8.3f}{base / rate:>6.1f}x"
-            )
+            first = None
+            for precision in precisions:
+                record, seconds = _evaluate(ckpt, data, stride, work, precision)
+                rate = record["tokens_scored"] / seconds
+                base, first = base or rate, first or rate
+                print(
+                    f"{name:<12}{window:>5}{stride:>8}{precision:>12}"
+                    f"{record['tokens_scored']:>15,}{seconds:>9.1f}{rate:>11,.0f}"
+                    f"{record['loss']:>8.3f}{base / rate:>6.1f}x{rate / first:>9.2f}x",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Usage::
 
     python -m bench.generate                 # 256 new tokens, batch 1 and 8, 5 repeats
     python -m bench.generate --new-tokens 128 --repeats 3
+    python -m bench.generate --bf16          # then cached generation in float32 vs bf16 autocast
 
 The default GPT (conf/model/gpt.yaml sizes, vocabulary 2048) with ``max_seq_len`` raised to
 fit prompt + new tokens, so the cache is used for every step (past ``max_seq_len`` generate
@@ -11,6 +12,10 @@ drops the cache by design). Greedy decoding (temperature 0), no EOS, so every ru
 exactly ``--new-tokens`` tokens. Cached and uncached runs alternate; tokens/s counts new
 tokens of all rows; the speedup is the median over repeats of uncached time / cached time.
 The outputs of both are checked to be identical.
+
+``--bf16`` then times cached generation in float32 against the same under bfloat16 autocast
+(what ``trainer.precision=bf16-mixed`` does to a forward pass), alternating, and prints the
+share of generated tokens on which the two agree (greedy decoding follows the rounding).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--batch-sizes", default="1,8")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--bf16", action="store_true", help="also float32 vs bf16 autocast")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -83,6 +89,35 @@ def main() -> None:
             flush=True,
         )
     print("target: KV-cache speedup >= 3x at batch 1")
+    if args.bf16:
+        compare_bf16(model, args)
+
+
+def compare_bf16(model: Decoder, args: argparse.Namespace) -> None:
+    """Cached generation in float32 against bfloat16 autocast, alternating."""
+    print("\ncached generation: float32 vs bfloat16 autocast")
+    head = f"{'batch':>5}{'fp32 ms':>10}{'bf16 ms':>10}{'fp32/bf16':>11}{'same tokens':>13}"
+    print(head)
+    print("-" * len(head))
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        prompt = torch.randint(model.config.vocab_size, (batch, args.prompt_tokens))
+        times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+        ratios, agree = [], []
+        for _ in range(args.repeats):
+            t32, out32 = timed_generate(model, prompt, args.new_tokens, True)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                t16, out16 = timed_generate(model, prompt, args.new_tokens, True)
+            times["fp32"].append(t32)
+            times["bf16"].append(t16)
+            ratios.append(t32 / t16)
+            new = slice(args.prompt_tokens, None)
+            agree.append(float((out32[:, new] == out16[:, new]).float().mean()))
+        print(
+            f"{batch:>5}{statistics.median(times['fp32']) * 1e3:>10.1f}"
+            f"{statistics.median(times['bf16']) * 1e3:>10.1f}{statistics.median(ratios):>10.2f}x"
+            f"{statistics.median(agree):>13.1%}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
