@@ -27,11 +27,11 @@ import lightning as L
 
 from common.files import stable_hash
 from conf.schema import Settings
-from data.config import DataConfig
-from data.evaluation import data_to_evaluate
 from data.examples import check_stride
 from modes import eval_pairs
-from modes.report import append_records, format_value, markdown_table, natural_key, read_run
+from modes.inference import checkpoints_to_evaluate
+from modes.report import append_records, format_value, markdown_table, read_run
+from modes.scoring import task_and_data
 from modes.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -39,13 +39,7 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from training.checkpoint import (
-    check_no_model_overrides,
-    check_not_hf_export,
-    read_checkpoint,
-    use_weights,
-)
-from training.task import task_from_hparams
+from training.checkpoint import check_no_model_overrides, read_checkpoint, use_weights
 from training.trainer import evaluation_trainer
 
 RESULTS_FILE = "eval.jsonl"
@@ -136,31 +130,6 @@ def by_configuration(
     return configuration_table(configs, configuration_rows(configs, others), others)
 
 
-def checkpoints_to_evaluate(target: Path) -> list[Path]:
-    """A checkpoint file; a run directory's best.ckpt; or every run's best.ckpt below a sweep
-    directory, in job order."""
-    if target.is_file():
-        return [target]
-    if not target.is_dir():
-        raise FileNotFoundError(f"ckpt_path={target} does not exist")
-    check_not_hf_export(target)
-    own = target / "checkpoints" / "best.ckpt"
-    found = (
-        [own]
-        if own.is_file()
-        else sorted(
-            target.glob("*/checkpoints/best.ckpt"),
-            key=lambda p: natural_key(p.parent.parent.name),
-        )
-    )
-    if not found:
-        raise FileNotFoundError(
-            f"no checkpoints/best.ckpt in {target} or in its run directories; pass a "
-            "checkpoint file, a run directory or a sweep directory"
-        )
-    return found
-
-
 def evaluate_checkpoint(
     ckpt: Path, settings: Settings, callbacks: Sequence[L.Callback] = ()
 ) -> dict[str, Any]:
@@ -170,22 +139,7 @@ def evaluate_checkpoint(
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)
-    data = data_to_evaluate(DataConfig(**hparams["data_config"]), settings.data, settings.overrides)
-    datamodule, text = data.prepare(
-        arch,
-        window,
-        seed=settings.job.seed,  # the encoder's masks: fixed by the seed, not by chance
-        tokenizer_json=hparams["tokenizer_json"],
-        stride=stride,
-    )
-    # bpc and bpb divide by the characters (bytes) per token of the text scored, not of the
-    # training run.
-    task = task_from_hparams(
-        hparams,
-        chars_per_token=datamodule.chars_per_token,
-        bytes_per_token=datamodule.bytes_per_token,
-    )
-    task.load_state_dict(checkpoint["state_dict"])
+    task, datamodule, text = task_and_data(checkpoint, settings, stride)
     use_weights(task.model, settings.eval.weights, settings.job.seed)
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":

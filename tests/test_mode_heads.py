@@ -1,0 +1,113 @@
+"""``mode=heads``: one checkpoint's heads.json and figures, a sweep grouped by configuration,
+and its bad input (one line each)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+import modes.eval
+import modes.heads
+from conf.hydra_runtime import parse_settings
+from modes.report import write_metrics
+from tests.conftest import compose_config
+
+
+def _settings(ckpt: Path, tmp_path: Path, *overrides: str):
+    cfg = compose_config(
+        "mode=heads",
+        f"ckpt_path={ckpt}",
+        "model.max_seq_len=64",  # the tiny checkpoints' context
+        f"output_dir={tmp_path / 'out'}",
+        *overrides,
+    )
+    return parse_settings(cfg)
+
+
+@pytest.fixture(scope="module")
+def analysed(tiny_checkpoints, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    """arch -> (checkpoint, mode=heads' result) on a copy of the session's tiny runs."""
+    found = {}
+    for arch, ckpt in tiny_checkpoints.items():
+        where = tmp_path_factory.mktemp(f"heads-{arch}")
+        shutil.copytree(ckpt.parent.parent, where / "run")
+        copy = where / "run" / "checkpoints" / ckpt.name
+        found[arch] = copy, modes.heads.run(_settings(copy, where))
+    return found
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_heads_json_holds_every_head_and_the_prune_curve(analysed, arch: str) -> None:
+    ckpt, result = analysed[arch]
+    stored = json.loads((ckpt.parent / "heads.json").read_text())
+    assert stored == json.loads(json.dumps(result))
+    layers, heads = stored["num_layers"], stored["num_heads"]
+    assert [(r["layer"], r["head"]) for r in stored["heads"]] == [
+        (layer, head) for layer in range(layers) for head in range(heads)
+    ]
+    assert stored["tokens"] > 0 and stored["batches"] >= 1
+    curve = stored["prune_curve"]
+    assert curve[0]["removed"] == [] and curve[0]["loss"] == stored["base_loss"]
+    assert len(curve[-1]["removed"]) == layers * (heads - 1)
+    for name in ("heads.png", "prune_curve.png"):
+        assert (ckpt.parent / name).stat().st_size > 0
+
+
+def test_base_loss_is_the_loss_mode_eval_reports(analysed, tmp_path) -> None:
+    """The same data path as mode=eval: the same tokens, the same loss."""
+    ckpt, result = analysed["decoder"]
+    cfg = compose_config(
+        "mode=eval", f"ckpt_path={ckpt}", "model.max_seq_len=64", f"output_dir={tmp_path}"
+    )
+    evaluated = modes.eval.run(parse_settings(cfg))["results"][0]
+    assert result["base_loss"] == pytest.approx(evaluated["loss"], abs=1e-5)
+    assert result["tokens"] == evaluated["tokens_scored"]
+
+
+def _sweep(root: Path, ckpt: Path, jobs: list[tuple[str, str, str]]) -> Path:
+    """A sweep directory of copies of one run: (dropout, seed, status) per job."""
+    for num, (dropout, seed, status) in enumerate(jobs):
+        job = root / str(num)
+        shutil.copytree(ckpt.parent.parent, job)
+        for stale in ("heads.json", "heads.png", "prune_curve.png"):
+            (job / "checkpoints" / stale).unlink(missing_ok=True)
+        shutil.copy(job / "checkpoints" / ckpt.name, job / "checkpoints" / "best.ckpt")
+        overrides = {"model.dropout": dropout, "seed": seed}
+        write_metrics(job, {"status": status, "overrides": overrides, "best_val_loss": 1.0})
+    return root
+
+
+def test_a_sweep_is_analysed_per_job_and_grouped_over_seeds(analysed, tmp_path) -> None:
+    ckpt, single = analysed["decoder"]
+    jobs = [("0.0", "1", "completed"), ("0.0", "2", "completed"), ("0.1", "1", "completed")]
+    sweep = _sweep(tmp_path / "sweep", ckpt, [*jobs, ("0.1", "2", "failed")])
+    # The summary's own sections are kept, an earlier head section replaced.
+    old = "# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n\nold analysis\n"
+    (sweep / "summary.md").write_text(old)
+    result = modes.heads.run(_settings(sweep, tmp_path))
+    assert len(result["results"]) == 3  # the failed job is left out
+    assert not (sweep / "3" / "checkpoints" / "heads.json").exists()
+    for record in result["results"]:  # equal weights: equal analyses
+        assert record["pruned_half_loss"] == pytest.approx(single["pruned_half_loss"])
+    summary = (sweep / "summary.md").read_text()
+    assert summary.startswith("# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n")
+    heads_90 = statistics.fmean(single["heads_for_90"])
+    rows = [line for line in summary.splitlines() if line.startswith("| 0.")]
+    assert len(rows) == 2
+    assert rows[0].startswith("| 0.0 | 2 | 0 |") and f"{heads_90:.2f} ± 0.00" in rows[0]
+    assert rows[1].startswith("| 0.1 | 1 | 0 |") and f"| {heads_90:.2f} |" in rows[1]
+    assert summary.count("## Heads") == 1 and "old analysis" not in summary
+    assert (sweep / "prune_curves.png").stat().st_size > 0
+
+
+def test_bad_input_is_one_line(analysed, tmp_path) -> None:
+    ckpt, _ = analysed["decoder"]
+    sweep = _sweep(tmp_path / "sweep", ckpt, [("0.0", "1", "failed")])
+    with pytest.raises(ValueError, match=r"holds no completed job \(1 with a checkpoint"):
+        modes.heads.run(_settings(sweep, tmp_path))
+    with pytest.raises(ValueError, match="heads.prune is for mode=eval"):
+        modes.heads.run(_settings(ckpt, tmp_path, "heads.prune=0.5"))
