@@ -65,8 +65,8 @@ class BudgetConfig:
 
 @dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and
-    ``budget`` (a ``BudgetConfig``).
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``,
+    ``head_stats_every`` (training/head_logging.py) and ``budget`` (a ``BudgetConfig``).
 
     No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
 
@@ -89,6 +89,7 @@ class TrainerConfig:
     enable_progress_bar: bool
     deterministic: bool
     compile: bool
+    head_stats_every: int | None
     budget: Any
 
     def __post_init__(self) -> None:
@@ -123,13 +124,18 @@ class TrainerConfig:
             )
         if self.log_every_n_steps < 1:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
+        if self.head_stats_every is not None and self.head_stats_every < 1:
+            raise ValueError(
+                f"trainer.head_stats_every={self.head_stats_every} must be >= 1: the steps "
+                "between the heads' logged entropy and importance (null: off)"
+            )
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
-        ``budget``)."""
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``,
+        ``head_stats_every`` and ``budget``)."""
         kwargs = asdict(self)
-        kwargs.pop("compile")
-        kwargs.pop("budget")
+        for own in ("compile", "head_stats_every", "budget"):
+            kwargs.pop(own)
         return kwargs
 
 

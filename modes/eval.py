@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 
 from common.files import stable_hash
 from conf.schema import Settings
+from data.datamodule import LMDataModule
+from data.evaluation import ScoredText
 from data.examples import check_stride
 from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
@@ -40,6 +43,7 @@ from modes.summary import (
     swept_keys,
 )
 from training.checkpoint import check_no_model_overrides, read_checkpoint, use_weights
+from training.heads import Head, gated_off, head_importance, heads_to_prune, parse_heads
 from training.trainer import evaluation_trainer
 
 RESULTS_FILE = "eval.jsonl"
@@ -72,12 +76,19 @@ IDENTITY = (
     "paradigm",
     "weights",
     "weights_seed",
+    "heads_prune",
+    "heads_pruned",
 )
 # Records written before eval.weights existed scored the trained weights.
 _IDENTITY_DEFAULTS = {"weights": "trained"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    if settings.heads.prune is not None and (settings.eval.harness or settings.eval.pairs):
+        raise ValueError(
+            "heads.prune gates heads off for tinylm's text scoring; eval.pairs and "
+            "eval.harness score the checkpoint whole: drop heads.prune or them"
+        )
     if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
         from modes import eval_harness  # imports the harness only when asked
 
@@ -85,7 +96,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     if settings.eval.pairs is None:
-        columns = COLUMNS
+        columns = COLUMNS if settings.heads.prune is None else (*COLUMNS, "heads_pruned")
         rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
     else:
         columns = eval_pairs.COLUMNS
@@ -141,6 +152,10 @@ def evaluate_checkpoint(
     stride = _stride(settings.eval.stride, arch, window)
     task, datamodule, text = task_and_data(checkpoint, settings, stride)
     use_weights(task.model, settings.eval.weights, settings.job.seed)
+    pruned = None
+    if settings.heads.prune is not None:
+        pruned = heads_to_gate_off(task.model, datamodule, text, settings.heads.prune)
+        task.head_mask = gated_off(task.model, pruned)
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":
         results = trainer.validate(task, datamodule=datamodule, verbose=False)[0]
@@ -165,7 +180,24 @@ def evaluate_checkpoint(
         "characters": text.characters,
         "bytes": text.bytes,
         **metrics,
+        **(
+            {}
+            if pruned is None
+            else {"heads_prune": settings.heads.prune, "heads_pruned": [str(h) for h in pruned]}
+        ),
     }
+
+
+def heads_to_gate_off(
+    model: torch.nn.Module, datamodule: LMDataModule, text: ScoredText, prune: float | list[str]
+) -> list[Head]:
+    """``heads.prune``'s heads: those named (checked against the network), or the least
+    important ``prune`` of them on the data scored (``training.heads.heads_to_prune``)."""
+    cfg = model.config
+    if isinstance(prune, list):
+        return parse_heads(prune, cfg.num_layers, cfg.num_heads)
+    loader = datamodule.test_dataloader() if text.split == "test" else datamodule.val_dataloader()
+    return heads_to_prune(head_importance(model.eval(), list(loader)), prune)
 
 
 def _stride(stride: int | None, arch: str, window: int) -> int | None:

@@ -199,8 +199,7 @@ def test_prune_order_never_empties_a_layer_and_fractions_round() -> None:
 
 
 def test_explicit_heads_are_parsed_and_checked() -> None:
-    assert parse_heads(["0:1", " 1:3", "0:1"], 2, 4) == [Head(0, 1), Head(1, 3)]
-    with pytest.raises(ValueError, match="outside the checkpoint's layers 0-1 and heads 0-3"):
-        parse_heads(["1:4"], 2, 4)
-    with pytest.raises(ValueError, match="write LAYER:HEAD"):
-        parse_heads(["1-4"], 2, 4)
+    assert parse_heads(["0:1", "1:3", "0:1"], 2, 4) == [Head(0, 1), Head(1, 3)]
+    for name in ("1:4", "2:0"):
+        with pytest.raises(ValueError, match="outside the checkpoint's layers 0-1 and heads 0-3"):
+            parse_heads([name], 2, 4)

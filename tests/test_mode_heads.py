@@ -3,7 +3,9 @@ and its bad input (one line each)."""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import shutil
 import statistics
 from pathlib import Path
@@ -111,3 +113,71 @@ def test_bad_input_is_one_line(analysed, tmp_path) -> None:
         modes.heads.run(_settings(sweep, tmp_path))
     with pytest.raises(ValueError, match="heads.prune is for mode=eval"):
         modes.heads.run(_settings(ckpt, tmp_path, "heads.prune=0.5"))
+
+
+def _eval(ckpt: Path, tmp_path: Path, *overrides: str) -> dict:
+    cfg = compose_config(
+        "mode=eval",
+        f"ckpt_path={ckpt}",
+        "model.max_seq_len=64",
+        f"output_dir={tmp_path}",
+        *overrides,
+    )
+    return modes.eval.run(parse_settings(cfg))["results"][0]
+
+
+def test_eval_gates_off_the_heads_named_or_the_least_important(analysed, tmp_path) -> None:
+    ckpt, result = analysed["decoder"]
+    by_head = {f"{r['layer']}:{r['head']}": r for r in result["heads"]}
+    named = _eval(ckpt, tmp_path, "heads.prune=[0:1]")
+    assert named["heads_pruned"] == ["0:1"]
+    assert named["loss"] == pytest.approx(
+        result["base_loss"] + by_head["0:1"]["delta_loss"], abs=1e-5
+    )
+    half = _eval(ckpt, tmp_path, "heads.prune=0.5")
+    point = next(p for p in result["prune_curve"] if p["removed_fraction"] == 0.5)
+    assert half["heads_pruned"] == point["removed"]
+    assert half["loss"] == pytest.approx(point["loss"], abs=1e-5)
+    whole = _eval(ckpt, tmp_path)
+    assert "heads_pruned" not in whole
+    records = [json.loads(line) for line in (ckpt.parent / "eval.jsonl").read_text().splitlines()]
+    assert sorted(str(r.get("heads_prune")) for r in records) == sorted(["0.5", "['0:1']", "None"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("heads.prune=[0:2]", "outside the checkpoint's layers 0-0 and heads 0-1"),
+        ("heads.prune=1.5", r"heads.prune=1.5 is outside \[0, 1\]"),
+        ("heads.prune=-0.1", r"heads.prune=-0.1 is outside \[0, 1\]"),
+        ("heads.prune=[0-1]", "heads.prune names '0-1': write heads as LAYER:HEAD"),
+        ("trainer.head_stats_every=0", "trainer.head_stats_every=0 must be >= 1"),
+    ],
+)
+def test_bad_head_settings_are_one_line(analysed, tmp_path, override, message) -> None:
+    ckpt, _ = analysed["decoder"]
+    with pytest.raises(ValueError, match=message) as caught:
+        _eval(ckpt, tmp_path, override)
+    assert "\n" not in str(caught.value)
+
+
+def test_head_stats_are_logged_every_n_steps(tmp_path) -> None:
+    from train import run
+
+    out = tmp_path / "run"
+    run(
+        compose_config(
+            "logger=csv",
+            "trainer.max_steps=6",
+            "trainer.val_check_interval=6",
+            "trainer.head_stats_every=3",
+            f"output_dir={out}",
+        )
+    )
+    with open(out / "csv" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("heads/entropy/L0H0")]
+    assert [int(r["step"]) for r in rows] == [3, 6]
+    for row in rows:
+        for head in ("L0H0", "L0H1"):
+            assert 0 < float(row[f"heads/entropy/{head}"]) <= math.log(32)
+            assert float(row[f"heads/importance/{head}"]) > 0

@@ -124,6 +124,13 @@ def importance_and_attention(
     return loss.detach(), grad.abs(), sums
 
 
+def head_importance(model: nn.Module, batches: Sequence[dict[str, Tensor]]) -> list[list[float]]:
+    """Each head's importance over ``batches``: the token-weighted mean of |dL/d gate| [L][H]."""
+    grads = torch.stack([importance_and_attention(model, b)[1] for b in batches])
+    weights = torch.tensor([targets_of(b) for b in batches])
+    return weighted_mean_and_se(grads, weights)[0].tolist()
+
+
 def attention_sums(
     attentions: Sequence[Tensor], batch: dict[str, Tensor], *, causal: bool
 ) -> dict[str, Tensor]:
@@ -292,16 +299,12 @@ def heads_for_share(importance: Sequence[Sequence[float]], share: float) -> list
 
 
 def parse_heads(spec: Sequence[str], num_layers: int, num_heads: int) -> list[Head]:
-    """``["0:1", "1:3"]`` -> heads, each checked against the network's layers and heads."""
+    """``["0:1", "1:3"]`` (``heads.prune``'s names, ``HeadsConfig`` checked their form) ->
+    heads, each checked against the network's layers and heads."""
     heads = []
     for item in spec:
-        layer_text, sep, head_text = str(item).strip().partition(":")
-        if not sep or not layer_text.strip().isdigit() or not head_text.strip().isdigit():
-            raise ValueError(
-                f"heads.prune names {item!r}, which is no head: write LAYER:HEAD, e.g. "
-                "heads.prune=[0:1,1:3] (both from 0), or a fraction heads.prune=0.5"
-            )
-        h = Head(int(layer_text), int(head_text))
+        layer, head = item.split(":")
+        h = Head(int(layer), int(head))
         if h.layer >= num_layers or h.head >= num_heads:
             raise ValueError(
                 f"heads.prune names head {h}, outside the checkpoint's layers 0-"
