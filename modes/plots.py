@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -24,7 +25,9 @@ from modes.summary import (  # noqa: E402
     difference_from_best,
     mean_pm_std,
 )
-from training.heads import HeadStats  # noqa: E402
+
+if TYPE_CHECKING:  # the sweep summary's figures load no torch
+    from training.heads import HeadStats
 
 
 def heatmap_cells(

@@ -82,10 +82,20 @@ def test_delta_loss_equals_the_loss_with_the_heads_slice_zeroed_by_a_hook(analys
     base = _loss_with_slice_zeroed(model, batches, None)
     assert stats.base_loss == pytest.approx(base, abs=1e-9)
     assert stats.tokens == sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in batches)
+    weights = [int((b["labels"] != IGNORE_INDEX).sum()) for b in batches]
     for row in stats.rows():
-        ablated = _loss_with_slice_zeroed(model, batches, Head(row["layer"], row["head"]))
+        head = Head(row["layer"], row["head"])
+        ablated = _loss_with_slice_zeroed(model, batches, head)
         assert row["delta_loss"] == pytest.approx(ablated - base, abs=1e-9)
-        assert row["delta_loss_se"] > 0
+        # Paired: the SE of the token-weighted mean of each batch's own difference.
+        deltas = [
+            _loss_with_slice_zeroed(model, [b], head) - _loss_with_slice_zeroed(model, [b], None)
+            for b in batches
+        ]
+        mean = sum(w * d for w, d in zip(weights, deltas, strict=True)) / sum(weights)
+        spread = sum(w**2 * (d - mean) ** 2 for w, d in zip(weights, deltas, strict=True))
+        se = math.sqrt(spread * len(batches) / (len(batches) - 1)) / sum(weights)
+        assert row["delta_loss_se"] == pytest.approx(se, rel=1e-6)
 
 
 def test_importance_equals_finite_differences_of_the_gate(analysed) -> None:
