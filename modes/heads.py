@@ -27,7 +27,7 @@ from common.files import write_text_atomically
 from conf.schema import Settings
 from modes.inference import checkpoints_to_evaluate
 from modes.plots import plot_head_maps, plot_prune_curve, plot_prune_curves
-from modes.report import format_value, markdown_table, read_run
+from modes.report import collect_runs, format_value, markdown_table, read_run
 from modes.scoring import task_and_data
 from modes.summary import (
     REPLICATE_KEY,
@@ -165,19 +165,19 @@ def head_table(record: dict[str, Any]) -> str:
 def sweep_section(sweep_dir: Path, records: Sequence[dict[str, Any]]) -> str:
     """The sweep's head analysis grouped by configuration over seeds, as markdown, with the
     prune curves' figure written beside summary.md."""
+    analysed = {Path(r["checkpoint"]).parent.parent.name: r for r in records}
     runs = []
-    for record in records:
-        stored = read_run(Path(record["checkpoint"]).parent.parent, "it is grouped alone") or {}
-        runs.append(
-            {
-                "status": "completed",
-                "overrides": stored.get("overrides", {}),
-                "pruned_half_loss": record["pruned_half_loss"],
-                "heads_90": statistics.fmean(record["heads_for_90"]),
-                "num_heads": record["num_heads"],
-                "prune_curve": record["prune_curve"],
-            }
-        )
+    for job in collect_runs(sweep_dir):  # every job, so that failed ones count as failed
+        run = {"status": job.get("status"), "overrides": job.get("overrides", {})}
+        record = analysed.get(job["run"])
+        if record is not None:
+            run.update(
+                pruned_half_loss=record["pruned_half_loss"],
+                heads_90=statistics.fmean(record["heads_for_90"]),
+                num_heads=record["num_heads"],
+                prune_curve=record["prune_curve"],
+            )
+        runs.append(run)
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
     configs = group_runs(runs, keys, metric="pruned_half_loss")
     rows = configuration_rows(configs, means=())
@@ -186,9 +186,9 @@ def sweep_section(sweep_dir: Path, records: Sequence[dict[str, Any]]) -> str:
         row["heads_90"] = (
             f"{statistics.fmean(counts):.2f} ± {statistics.stdev(counts):.2f}"
             if len(counts) > 1
-            else f"{counts[0]:.2f}"
+            else ", ".join(f"{c:.2f}" for c in counts)
         )
-        row["of_heads"] = config.completed[0]["num_heads"]
+        row["of_heads"] = config.completed[0]["num_heads"] if counts else None
     figure = plot_prune_curves(configs, sweep_dir / "prune_curves.png")
     return (
         f"{SECTION}\n\n"

@@ -15,6 +15,7 @@ import pytest
 import modes.eval
 import modes.heads
 from conf.hydra_runtime import parse_settings
+from conf.schema import HeadsConfig
 from modes.report import write_metrics
 from tests.conftest import compose_config
 
@@ -85,23 +86,23 @@ def _sweep(root: Path, ckpt: Path, jobs: list[tuple[str, str, str]]) -> Path:
 
 def test_a_sweep_is_analysed_per_job_and_grouped_over_seeds(analysed, tmp_path) -> None:
     ckpt, single = analysed["decoder"]
-    jobs = [("0.0", "1", "completed"), ("0.0", "2", "completed"), ("0.1", "1", "completed")]
-    sweep = _sweep(tmp_path / "sweep", ckpt, [*jobs, ("0.1", "2", "failed")])
+    jobs = [("0.0", "1", "completed"), ("0.0", "2", "completed"), ("0.1", "1", "failed")]
+    sweep = _sweep(tmp_path / "sweep", ckpt, jobs)
     # The summary's own sections are kept, an earlier head section replaced.
     old = "# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n\nold analysis\n"
     (sweep / "summary.md").write_text(old)
     result = modes.heads.run(_settings(sweep, tmp_path))
-    assert len(result["results"]) == 3  # the failed job is left out
-    assert not (sweep / "3" / "checkpoints" / "heads.json").exists()
+    assert len(result["results"]) == 2  # the failed job is left out
+    assert not (sweep / "2" / "checkpoints" / "heads.json").exists()
     for record in result["results"]:  # equal weights: equal analyses
         assert record["pruned_half_loss"] == pytest.approx(single["pruned_half_loss"])
     summary = (sweep / "summary.md").read_text()
     assert summary.startswith("# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n")
     heads_90 = statistics.fmean(single["heads_for_90"])
     rows = [line for line in summary.splitlines() if line.startswith("| 0.")]
-    assert len(rows) == 2
+    assert len(rows) == 2  # grouped by dropout, the seeds as replicates
     assert rows[0].startswith("| 0.0 | 2 | 0 |") and f"{heads_90:.2f} ± 0.00" in rows[0]
-    assert rows[1].startswith("| 0.1 | 1 | 0 |") and f"| {heads_90:.2f} |" in rows[1]
+    assert rows[1].startswith("| 0.1 | 0 | 1 | failed |")
     assert summary.count("## Heads") == 1 and "old analysis" not in summary
     assert (sweep / "prune_curves.png").stat().st_size > 0
 
@@ -148,9 +149,6 @@ def test_eval_gates_off_the_heads_named_or_the_least_important(analysed, tmp_pat
     ("override", "message"),
     [
         ("heads.prune=[0:2]", "outside the checkpoint's layers 0-0 and heads 0-1"),
-        ("heads.prune=1.5", r"heads.prune=1.5 is outside \[0, 1\]"),
-        ("heads.prune=-0.1", r"heads.prune=-0.1 is outside \[0, 1\]"),
-        ("heads.prune=[0-1]", "heads.prune names '0-1': write heads as LAYER:HEAD"),
         ("trainer.head_stats_every=0", "trainer.head_stats_every=0 must be >= 1"),
     ],
 )
@@ -159,6 +157,28 @@ def test_bad_head_settings_are_one_line(analysed, tmp_path, override, message) -
     with pytest.raises(ValueError, match=message) as caught:
         _eval(ckpt, tmp_path, override)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("prune", "message"),
+    [
+        (1.5, r"heads.prune=1.5 is outside \[0, 1\]"),
+        (-0.1, r"heads.prune=-0.1 is outside \[0, 1\]"),
+        (["0-1"], "heads.prune names '0-1': write heads as LAYER:HEAD"),
+        ("", "heads.prune names no head"),
+        (True, "must be a fraction of the heads"),
+    ],
+)
+def test_bad_prune_values_are_one_line(prune, message) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        HeadsConfig(prune=prune)
+    assert "\n" not in str(caught.value)
+
+
+def test_prune_values_are_normalised() -> None:
+    assert HeadsConfig(prune=1).prune == 1.0
+    assert HeadsConfig(prune="0:1, 1:3,0:1").prune == ["0:1", "1:3"]
+    assert HeadsConfig(prune=["1:0"]).prune == ["1:0"]
 
 
 def test_head_stats_are_logged_every_n_steps(tmp_path) -> None:
