@@ -34,7 +34,7 @@ from data.examples import check_stride
 from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
 from modes.report import append_records, format_value, markdown_table, read_run
-from modes.scoring import task_and_data
+from modes.scoring import record_head, scored_batches, task_and_data
 from modes.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -165,12 +165,7 @@ def evaluate_checkpoint(
         stage = "test"
     metrics = {m: float(results[f"{stage}/{m}"]) for m in METRICS if f"{stage}/{m}" in results}
     return {
-        "checkpoint": str(ckpt.resolve()),
-        "step": int(checkpoint.get("global_step", 0)),
-        "arch": arch,
-        "data": text.data,
-        "data_fingerprint": text.fingerprint,
-        "split": text.label,
+        **record_head(ckpt, checkpoint, text),
         "stride": stride,
         "mask_seed": settings.job.seed if arch == "encoder" else None,
         "weights": settings.eval.weights,
@@ -196,8 +191,7 @@ def heads_to_gate_off(
     cfg = model.config
     if isinstance(prune, list):
         return parse_heads(prune, cfg.num_layers, cfg.num_heads)
-    loader = datamodule.test_dataloader() if text.split == "test" else datamodule.val_dataloader()
-    return heads_to_prune(head_importance(model.eval(), list(loader)), prune)
+    return heads_to_prune(head_importance(model.eval(), scored_batches(datamodule, text)), prune)
 
 
 def _stride(stride: int | None, arch: str, window: int) -> int | None:

@@ -28,7 +28,7 @@ from conf.schema import Settings
 from modes.inference import checkpoints_to_evaluate
 from modes.plots import plot_head_maps, plot_prune_curve, plot_prune_curves
 from modes.report import collect_runs, format_value, markdown_table, read_run
-from modes.scoring import task_and_data
+from modes.scoring import record_head, scored_batches, task_and_data
 from modes.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -37,7 +37,7 @@ from modes.summary import (
     swept_keys,
 )
 from training.checkpoint import check_no_model_overrides, read_checkpoint
-from training.heads import head_stats, heads_for_share, heads_to_prune, prune_curve
+from training.heads import HeadStats, head_stats, heads_for_share, heads_to_prune, prune_curve
 
 RESULTS_FILE = "heads.json"
 # The share of a layer's importance whose heads count as the ones that matter.
@@ -45,17 +45,7 @@ IMPORTANCE_SHARE = 0.9
 # The point of the prune curve a sweep compares: half the heads gated off.
 HALF = 0.5
 SECTION = "## Heads"
-COLUMNS = (
-    "layer",
-    "head",
-    "delta_loss",
-    "delta_loss_se",
-    "importance",
-    "entropy",
-    "previous_share",
-    "first_share",
-    "self_share",
-)
+COLUMNS = ("layer", "head", *HeadStats.PER_HEAD)
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
@@ -112,18 +102,14 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     )
     device = torch.device("cuda" if settings.trainer.accelerator in ("gpu", "cuda") else "cpu")
     model = task.model.to(device).eval()
-    loader = datamodule.test_dataloader() if text.split == "test" else datamodule.val_dataloader()
-    batches = [{k: v.to(device) for k, v in batch.items()} for batch in loader]
+    batches = [
+        {k: v.to(device) for k, v in batch.items()} for batch in scored_batches(datamodule, text)
+    ]
     stats = head_stats(model, batches)
     curve = prune_curve(model, batches, stats)
     half = len(heads_to_prune(stats.importance, HALF))
     record = {
-        "checkpoint": str(ckpt.resolve()),
-        "step": int(checkpoint.get("global_step", 0)),
-        "arch": arch,
-        "data": text.data,
-        "data_fingerprint": text.fingerprint,
-        "split": text.label,
+        **record_head(ckpt, checkpoint, text),
         "num_layers": len(stats.importance),
         "num_heads": len(stats.importance[0]),
         **{k: v for k, v in stats.to_dict().items() if k in ("base_loss", "tokens", "batches")},

@@ -191,13 +191,12 @@ def plot_prune_curve(curve: Sequence[dict], out_path: Path, title: str = "") -> 
 
 
 def plot_prune_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
-    """One prune curve per configuration, the mean over its runs (seeds), the band between
-    its lowest and highest run."""
+    """One prune curve per configuration as the loss over each run's own base loss (so the
+    seeds' different losses do not hide what pruning costs), the mean over its runs (seeds),
+    the band between its lowest and highest run."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for config in configs:
-        curves = [
-            {p["removed_fraction"]: p["loss"] for p in r["prune_curve"]} for r in config.completed
-        ]
+        curves = [_over_base(r["prune_curve"]) for r in config.completed]
         if not curves:
             continue
         fractions = sorted(set.intersection(*(set(c) for c in curves)))
@@ -208,11 +207,17 @@ def plot_prune_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
             low, high = [min(v) for v in values], [max(v) for v in values]
             ax.fill_between(fractions, low, high, color=line.get_color(), alpha=0.2)
     _prune_axes(ax, "prune curves (mean over seeds; band: min to max)")
+    ax.set_ylabel("loss - the run's loss with every head")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
     return out_path
+
+
+def _over_base(curve: Sequence[dict]) -> dict[float, float]:
+    """A prune curve as removed fraction -> loss minus its first point's (nothing removed)."""
+    return {p["removed_fraction"]: p["loss"] - curve[0]["loss"] for p in curve}
 
 
 def _prune_axes(ax: plt.Axes, title: str) -> None:

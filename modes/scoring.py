@@ -6,7 +6,10 @@ names, read whole), tokenized with the checkpoint's tokenizer.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from torch import Tensor
 
 from conf.schema import Settings
 from data.config import DataConfig
@@ -40,3 +43,22 @@ def task_and_data(
     )
     task.load_state_dict(checkpoint["state_dict"])
     return task, datamodule, text
+
+
+def scored_batches(datamodule: LMDataModule, text: ScoredText) -> list[dict[str, Tensor]]:
+    """Every batch of the split ``text`` scores, as its loader draws them."""
+    split = datamodule.test_dataloader() if text.split == "test" else datamodule.val_dataloader()
+    return list(split)
+
+
+def record_head(ckpt: Path, checkpoint: dict[str, Any], text: ScoredText) -> dict[str, Any]:
+    """What every record of a scored checkpoint starts with: which checkpoint, at which step,
+    on which data."""
+    return {
+        "checkpoint": str(ckpt.resolve()),
+        "step": int(checkpoint.get("global_step", 0)),
+        "arch": checkpoint["hyper_parameters"]["model_config"]["arch"],
+        "data": text.data,
+        "data_fingerprint": text.fingerprint,
+        "split": text.label,
+    }

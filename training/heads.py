@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -47,7 +47,17 @@ class Head:
 
 @dataclass(frozen=True)
 class HeadStats:
-    """Per-head statistics of one network over some batches; each field [L][H]."""
+    """Per-head statistics of one network over some batches; each of ``PER_HEAD`` [L][H]."""
+
+    PER_HEAD: ClassVar[tuple[str, ...]] = (
+        "delta_loss",
+        "delta_loss_se",
+        "importance",
+        "entropy",
+        "previous_share",
+        "first_share",
+        "self_share",
+    )
 
     base_loss: float
     tokens: int  # the targets scored
@@ -63,17 +73,12 @@ class HeadStats:
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per head, layer-major."""
-        fields = (
-            "delta_loss",
-            "delta_loss_se",
-            "importance",
-            "entropy",
-            "previous_share",
-            "first_share",
-            "self_share",
-        )
         return [
-            {"layer": layer, "head": head, **{f: getattr(self, f)[layer][head] for f in fields}}
+            {
+                "layer": layer,
+                "head": head,
+                **{f: getattr(self, f)[layer][head] for f in self.PER_HEAD},
+            }
             for layer in range(len(self.importance))
             for head in range(len(self.importance[layer]))
         ]
