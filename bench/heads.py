@@ -4,12 +4,15 @@ Usage::
 
     python -m bench.heads                          # a default GPT trained a few steps
     python -m bench.heads --ckpt RUN/checkpoints/best.ckpt --repeats 5
+    python -m bench.heads --warmup 0 -- model.num_layers=1   # train another shape
 
 Both modes score the checkpoint's own validation split (the data ``mode=eval`` chooses). The
 checkpoint is copied into a temporary run directory, so its own directory gets no heads.json
-or eval.jsonl. Each mode runs once to warm the caches (tokenization), then ``--repeats``
-times; the wall time of each run (data loading, the passes, the records and, for heads, the
-two figures) is reported as the median with its min-max spread, and the ratio of the medians.
+or eval.jsonl; without ``--ckpt``, the default GPT (with the overrides after ``--``) is
+trained ``--train-steps`` steps. Each mode runs ``--warmup`` times to warm the caches
+(tokenization), then ``--repeats`` times; the wall time of each run (data loading, the
+passes, the records and, for heads, the two figures) is reported as the median with its
+min-max spread, and the ratio of the medians.
 The analysis makes one forward and backward pass per batch, one forward pass per head and
 batch (the ablation: L x H passes) and one per point of the prune curve, so its cost is about
 L x H + 1 + points evaluation passes.
@@ -47,13 +50,14 @@ def _timed(mode: str, ckpt: Path, out: Path) -> tuple[dict, float]:
     return result, time.perf_counter() - start
 
 
-def _default_checkpoint(work: Path, steps: int) -> Path:
-    """The default GPT (conf/model/gpt.yaml) trained ``steps`` steps: the cost does not
-    depend on the weights."""
+def _default_checkpoint(work: Path, steps: int, overrides: list[str]) -> Path:
+    """The default GPT (conf/model/gpt.yaml, with ``overrides``) trained ``steps`` steps: the
+    cost does not depend on the weights."""
     import train
 
     out = work / "trained"
     cfg = _compose(
+        *overrides,
         f"trainer.max_steps={steps}",
         f"trainer.val_check_interval={steps}",
         "trainer.enable_progress_bar=false",
@@ -74,6 +78,8 @@ def main() -> None:
     parser.add_argument("--ckpt", type=Path, default=None, help="default: train a default GPT")
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each mode first")
+    parser.add_argument("overrides", nargs="*", help="after --: the trained model's overrides")
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = its default")
     args = parser.parse_args()
 
@@ -84,17 +90,17 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="tinylm-bench-heads-"))
-    source = args.ckpt or _default_checkpoint(work, args.train_steps)
+    source = args.ckpt or _default_checkpoint(work, args.train_steps, args.overrides)
     ckpt = work / "run" / "checkpoints" / "best.ckpt"
     ckpt.parent.mkdir(parents=True)
     shutil.copy(source, ckpt)
 
     times: dict[str, list[float]] = {"eval": [], "heads": []}
     results = {}
-    for repeat in range(args.repeats + 1):  # the first run of each warms the caches
+    for repeat in range(args.warmup + args.repeats):
         for mode in times:
             results[mode], seconds = _timed(mode, ckpt, work / "out")
-            if repeat:
+            if repeat >= args.warmup:
                 times[mode].append(seconds)
     heads = results["heads"]
     layers, per_layer = heads["num_layers"], heads["num_heads"]
@@ -105,7 +111,10 @@ def main() -> None:
         f"{heads['tokens']} tokens in {heads['batches']} batches "
         f"(eval scored {results['eval']['results'][0]['tokens_scored']})"
     )
-    print(f"threads {torch.get_num_threads()}, {args.repeats} repeats after one warm-up each")
+    print(
+        f"threads {torch.get_num_threads()}, {args.repeats} repeats after {args.warmup} "
+        "warm-up runs each"
+    )
     print(f"mode=eval : {_spread(times['eval'])}")
     print(f"mode=heads: {_spread(times['heads'])}")
     ratio = statistics.median(times["heads"]) / statistics.median(times["eval"])

@@ -241,7 +241,9 @@ QUICK = {
         *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
     ],
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
-    "python -m bench.heads": ["--train-steps", "1", "--repeats", "1"],
+    "python -m bench.heads": [
+        *("--train-steps", "1", "--repeats", "1", "--warmup", "0", "--", *SMALL_TRAIN),
+    ],
     "python -m bench.eval --max-chars 150000 --threads 1": [
         *("--max-chars", "3000", "--threads", "1", "--train-steps", "1"),
         *("--shakespeare", "{ws}/path/to/tinyshakespeare.txt"),
