@@ -305,7 +305,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         "training/task.py",
-        "LanguageModelTask._loss",
+        "mean_token_loss",
         "ignore_index=IGNORE_INDEX,",
         "",
         "cross_entropy's default ignore_index is -100, IGNORE_INDEX's value",

@@ -12,6 +12,7 @@ classes without Hydra: holding settings against a checkpoint is its job
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,8 +65,8 @@ class BudgetConfig:
 
 @dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and
-    ``budget`` (a ``BudgetConfig``).
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``,
+    ``head_stats_every`` (training/head_logging.py) and ``budget`` (a ``BudgetConfig``).
 
     No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
 
@@ -88,6 +89,7 @@ class TrainerConfig:
     enable_progress_bar: bool
     deterministic: bool
     compile: bool
+    head_stats_every: int | None
     budget: Any
 
     def __post_init__(self) -> None:
@@ -122,13 +124,18 @@ class TrainerConfig:
             )
         if self.log_every_n_steps < 1:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
+        if self.head_stats_every is not None and self.head_stats_every < 1:
+            raise ValueError(
+                f"trainer.head_stats_every={self.head_stats_every} must be >= 1: the steps "
+                "between the heads' logged entropy and importance (null: off)"
+            )
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
-        ``budget``)."""
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``,
+        ``head_stats_every`` and ``budget``)."""
         kwargs = asdict(self)
-        kwargs.pop("compile")
-        kwargs.pop("budget")
+        for own in ("compile", "head_stats_every", "budget"):
+            kwargs.pop(own)
         return kwargs
 
 
@@ -239,7 +246,7 @@ class JobConfig:
         if self.mode != "train" and not self.ckpt_path:
             raise ValueError(
                 f"mode={self.mode} needs a checkpoint: add ckpt_path=RUN_DIR/checkpoints/"
-                "best.ckpt" + (" (or a sweep directory)" if self.mode == "eval" else "")
+                "best.ckpt" + (" (or a sweep directory)" if self.mode in ("eval", "heads") else "")
             )
         if self.max_new_tokens < 0:
             raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 0")
@@ -407,6 +414,47 @@ class ExportConfig:
             )
 
 
+@dataclass
+class HeadsConfig:
+    """The ``heads`` block of conf/config.yaml: the head analysis's settings.
+
+    prune (``mode=eval`` only): gate heads off before scoring, either a fraction of all
+    heads in [0, 1] (the least important on the data scored first, never a layer's last
+    head, as on ``mode=heads``'s prune curve) or heads named ``LAYER:HEAD`` (both from 0; a
+    list ``[0:1,1:3]`` or one string ``0:1,1:3``). None scores every head.
+    """
+
+    prune: Any = None
+
+    def __post_init__(self) -> None:
+        value = self.prune
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, list, tuple)):
+            raise ValueError(
+                f"heads.prune={value!r} must be a fraction of the heads (heads.prune=0.5) or "
+                "heads named LAYER:HEAD (heads.prune=[0:1,1:3])"
+            )
+        if isinstance(value, (int, float)):
+            if not 0 <= value <= 1:
+                raise ValueError(
+                    f"heads.prune={value} is outside [0, 1]: give the fraction of the heads to "
+                    "gate off (0.5: the least important half) or name them, "
+                    "heads.prune=[0:1,1:3]"
+                )
+            self.prune = float(value)
+            return
+        items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+        names = [item.strip() for item in items if item.strip()]
+        bad = [n for n in names if not re.fullmatch(r"\d+:\d+", n)]
+        if bad or not names:
+            raise ValueError(
+                f"heads.prune names {', '.join(map(repr, bad)) or 'no head'}: write heads as "
+                "LAYER:HEAD (both from 0), heads.prune=[0:1,1:3], or a fraction heads.prune=0.5"
+            )
+        self.prune = list(dict.fromkeys(names))
+
+
 GROUPS = {
     "model": ModelConfig,
     "data": DataConfig,
@@ -416,6 +464,7 @@ GROUPS = {
     "eval": EvalConfig,
     "export": ExportConfig,
     "summary": SummaryConfig,
+    "heads": HeadsConfig,
 }
 
 
@@ -440,6 +489,7 @@ class Settings:
     eval: EvalConfig
     export: ExportConfig
     summary: SummaryConfig
+    heads: HeadsConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
     job_num: int = 0

@@ -194,6 +194,15 @@ def build_attention_mask(
     return allowed, False
 
 
+def check_head_gate(gate: Tensor, num_heads: int) -> None:
+    """A head gate is a float tensor of one multiplier per head, [H]."""
+    if not gate.dtype.is_floating_point or tuple(gate.shape) != (num_heads,):
+        raise ValueError(
+            f"head_gate has shape {tuple(gate.shape)} and dtype {gate.dtype}, expected a float "
+            f"tensor of shape [num_heads] = [{num_heads}] (1 keeps a head, 0 removes it)"
+        )
+
+
 def _check_mask_dtype(mask: Tensor, name: str) -> None:
     if mask.dtype.is_floating_point or mask.dtype.is_complex:
         raise ValueError(
@@ -306,6 +315,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         kv_cache: KVCache | None = None,
         rotary: tuple[Tensor, Tensor] | None = None,
+        head_gate: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` [B, T_q, d_in] to itself or to ``context`` [B, T_k, d_context].
 
@@ -317,10 +327,15 @@ class MultiHeadAttention(nn.Module):
         kv_cache: self-attention only; the new keys/values are appended and all are attended.
         rotary: self-attention only; (cos, sin) of each query's position, [B|1, T_q, D/2] each
             (``RotaryEmbedding``): queries and keys are rotated by them (RoPE).
+        head_gate: [H], one multiplier per query head on its output before ``out_proj``
+            (0 removes the head, 1 keeps it; a float tensor that requires grad gives dL/dgate,
+            the head importance of Michel et al. 2019). None costs nothing.
 
         A query with no key it may attend to gets zeros, in the output and the gradient.
         """
         self._check_inputs(x, context, value, kv_cache, rotary)
+        if head_gate is not None:
+            check_head_gate(head_gate, self.num_heads)
         batch_size, q_len, _ = x.shape
         if context is None:
             q, k, v = self._self_attention_heads(x, rotary)
@@ -374,6 +389,9 @@ class MultiHeadAttention(nn.Module):
             )  # (B, H, T_q, D)
         if has_key is not None:
             context_vec = context_vec.masked_fill(~has_key, 0.0)
+        if head_gate is not None:
+            # Per query head (under GQA too): the gate scales what each head writes.
+            context_vec = context_vec * head_gate.to(context_vec.dtype)[:, None, None]
         context_vec = context_vec.transpose(1, 2).reshape(batch_size, q_len, self.d_model)
         out = self.proj_dropout(self.out_proj(context_vec))  # (B, T_q, d_model)
         if not need_weights:

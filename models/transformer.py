@@ -153,10 +153,12 @@ class Block(nn.Module):
         kv_cache: KVCache | None = None,
         rotary: tuple[Tensor, Tensor] | None = None,
         mask: Tensor | None = None,
+        head_gate: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None).
 
         mask: an explicit boolean mask for the attention (True = may attend), [B, 1, T, T_k].
+        head_gate: [H], a multiplier on each head's output (``MultiHeadAttention``).
         """
         attn_in = self.attn_norm(x) if self.pre_norm else x
         attended = self.attn(
@@ -167,6 +169,7 @@ class Block(nn.Module):
             need_weights=need_weights,
             kv_cache=kv_cache,
             rotary=rotary,
+            head_gate=head_gate,
         )
         attended, probs = attended if need_weights else (attended, None)  # (B, T, C)
         if self.pre_norm:
@@ -267,10 +270,13 @@ class TransformerBase(nn.Module):
         output_attentions: bool = False,
         kv_caches: list[KVCache] | None = None,
         document_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None]:
         """Embeddings and blocks (and the final norm when pre-LN): [B, T] -> [B, T, C]."""
         past_length = kv_caches[0].length if kv_caches else 0
         self._check_inputs(input_ids, attention_mask, past_length)
+        if head_mask is not None:
+            self._check_head_mask(head_mask)
         mask = None
         if document_ids is None:
             positions = position_ids(
@@ -291,11 +297,21 @@ class TransformerBase(nn.Module):
                 kv_cache=cache,
                 rotary=rotary,
                 mask=mask,
+                head_gate=None if head_mask is None else head_mask[i],
             )
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, tuple(attentions) if output_attentions else None  # (B, T, C)
+
+    def _check_head_mask(self, head_mask: Tensor) -> None:
+        expected = (self.config.num_layers, self.config.num_heads)
+        if not head_mask.dtype.is_floating_point or tuple(head_mask.shape) != expected:
+            raise ValueError(
+                f"head_mask has shape {tuple(head_mask.shape)} and dtype {head_mask.dtype}, "
+                f"expected a float tensor of shape [num_layers, num_heads] = {list(expected)} "
+                "(1 keeps a head, 0 removes it)"
+            )
 
     def _check_inputs(
         self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int
@@ -368,13 +384,19 @@ class Encoder(TransformerBase):
         *,
         token_type_ids: Tensor | None = None,
         output_attentions: bool = False,
+        head_mask: Tensor | None = None,
     ) -> Tensor | ModelOutput:
-        """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions."""
+        """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
+
+        head_mask: [L, H] floats, a multiplier on each layer's and head's output before the
+        layer's output projection (0 removes the head); None leaves every head as it is.
+        """
         hidden, attentions = self._trunk(
             input_ids,
             attention_mask,
             token_type_ids=token_type_ids,
             output_attentions=output_attentions,
+            head_mask=head_mask,
         )
         logits = self.mlm_head(hidden)  # (B, T, V)
         return ModelOutput(logits, attentions) if output_attentions else logits
@@ -434,6 +456,7 @@ class Decoder(TransformerBase):
         output_attentions: bool = False,
         kv_caches: list[KVCache] | None = None,
         document_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
 
@@ -443,6 +466,8 @@ class Decoder(TransformerBase):
         attends only to earlier tokens of its document (a run of equal ids) and positions
         restart at each document (``document_layout``). Not with ``kv_caches`` or
         ``attention_mask``: padding is a document of its own.
+        head_mask: [L, H] floats, a multiplier on each layer's and head's output before the
+        layer's output projection (0 removes the head); None leaves every head as it is.
         """
         hidden, attentions = self._trunk(
             input_ids,
@@ -450,6 +475,7 @@ class Decoder(TransformerBase):
             output_attentions=output_attentions,
             kv_caches=kv_caches,
             document_ids=document_ids,
+            head_mask=head_mask,
         )
         logits = self.lm_head(hidden)  # (B, T, V)
         return ModelOutput(logits, attentions) if output_attentions else logits

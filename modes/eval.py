@@ -25,21 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 
 from common.files import stable_hash
 from conf.schema import Settings
-from data.config import DataConfig
-from data.evaluation import data_to_evaluate
+from data.datamodule import LMDataModule
+from data.evaluation import ScoredText
 from data.examples import check_stride
 from modes import eval_pairs
-from modes.report import (
-    append_records,
-    format_value,
-    markdown_table,
-    natural_key,
-    read_run,
-    warn,
-)
+from modes.inference import checkpoints_to_evaluate
+from modes.report import append_records, format_value, markdown_table, read_run, warn
+from modes.scoring import record_head, scored_batches, task_and_data
 from modes.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -47,14 +43,9 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from training.checkpoint import (
-    check_no_model_overrides,
-    check_not_hf_export,
-    read_checkpoint,
-    use_weights,
-)
+from training.checkpoint import check_no_model_overrides, read_checkpoint, use_weights
+from training.heads import Head, gated_off, head_importance, heads_to_prune, parse_heads
 from training.precision import with_native_precision
-from training.task import task_from_hparams
 from training.trainer import evaluation_trainer
 
 RESULTS_FILE = "eval.jsonl"
@@ -87,6 +78,8 @@ IDENTITY = (
     "paradigm",
     "weights",
     "weights_seed",
+    "heads_prune",
+    "heads_pruned",
     "precision",
 )
 # Records written before eval.weights existed scored the trained weights, and before records
@@ -95,6 +88,11 @@ _IDENTITY_DEFAULTS = {"weights": "trained", "precision": "32-true"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    if settings.heads.prune is not None and (settings.eval.harness or settings.eval.pairs):
+        raise ValueError(
+            "heads.prune gates heads off for tinylm's text scoring; eval.pairs and "
+            "eval.harness score the checkpoint whole: drop heads.prune or them"
+        )
     if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
         from modes import eval_harness  # imports the harness only when asked
 
@@ -102,7 +100,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     if settings.eval.pairs is None:
-        columns = COLUMNS
+        columns = COLUMNS if settings.heads.prune is None else (*COLUMNS, "heads_pruned")
         settings, note = with_native_precision(settings)
         if note:
             warn(note)
@@ -150,31 +148,6 @@ def by_configuration(
     return configuration_table(configs, configuration_rows(configs, others), others)
 
 
-def checkpoints_to_evaluate(target: Path) -> list[Path]:
-    """A checkpoint file; a run directory's best.ckpt; or every run's best.ckpt below a sweep
-    directory, in job order."""
-    if target.is_file():
-        return [target]
-    if not target.is_dir():
-        raise FileNotFoundError(f"ckpt_path={target} does not exist")
-    check_not_hf_export(target)
-    own = target / "checkpoints" / "best.ckpt"
-    found = (
-        [own]
-        if own.is_file()
-        else sorted(
-            target.glob("*/checkpoints/best.ckpt"),
-            key=lambda p: natural_key(p.parent.parent.name),
-        )
-    )
-    if not found:
-        raise FileNotFoundError(
-            f"no checkpoints/best.ckpt in {target} or in its run directories; pass a "
-            "checkpoint file, a run directory or a sweep directory"
-        )
-    return found
-
-
 def evaluate_checkpoint(
     ckpt: Path, settings: Settings, callbacks: Sequence[L.Callback] = ()
 ) -> dict[str, Any]:
@@ -184,23 +157,12 @@ def evaluate_checkpoint(
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)
-    data = data_to_evaluate(DataConfig(**hparams["data_config"]), settings.data, settings.overrides)
-    datamodule, text = data.prepare(
-        arch,
-        window,
-        seed=settings.job.seed,  # the encoder's masks: fixed by the seed, not by chance
-        tokenizer_json=hparams["tokenizer_json"],
-        stride=stride,
-    )
-    # bpc and bpb divide by the characters (bytes) per token of the text scored, not of the
-    # training run.
-    task = task_from_hparams(
-        hparams,
-        chars_per_token=datamodule.chars_per_token,
-        bytes_per_token=datamodule.bytes_per_token,
-    )
-    task.load_state_dict(checkpoint["state_dict"])
+    task, datamodule, text = task_and_data(checkpoint, settings, stride)
     use_weights(task.model, settings.eval.weights, settings.job.seed)
+    pruned = None
+    if settings.heads.prune is not None:
+        pruned = heads_to_gate_off(task.model, datamodule, text, settings.heads.prune)
+        task.head_mask = gated_off(task.model, pruned)
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":
         results = trainer.validate(task, datamodule=datamodule, verbose=False)[0]
@@ -210,12 +172,7 @@ def evaluate_checkpoint(
         stage = "test"
     metrics = {m: float(results[f"{stage}/{m}"]) for m in METRICS if f"{stage}/{m}" in results}
     return {
-        "checkpoint": str(ckpt.resolve()),
-        "step": int(checkpoint.get("global_step", 0)),
-        "arch": arch,
-        "data": text.data,
-        "data_fingerprint": text.fingerprint,
-        "split": text.label,
+        **record_head(ckpt, checkpoint, text),
         "stride": stride,
         "mask_seed": settings.job.seed if arch == "encoder" else None,
         "weights": settings.eval.weights,
@@ -226,7 +183,23 @@ def evaluate_checkpoint(
         "characters": text.characters,
         "bytes": text.bytes,
         **metrics,
+        **(
+            {}
+            if pruned is None
+            else {"heads_prune": settings.heads.prune, "heads_pruned": [str(h) for h in pruned]}
+        ),
     }
+
+
+def heads_to_gate_off(
+    model: torch.nn.Module, datamodule: LMDataModule, text: ScoredText, prune: float | list[str]
+) -> list[Head]:
+    """``heads.prune``'s heads: those named (checked against the network), or the least
+    important ``prune`` of them on the data scored (``training.heads.heads_to_prune``)."""
+    cfg = model.config
+    if isinstance(prune, list):
+        return parse_heads(prune, cfg.num_layers, cfg.num_heads)
+    return heads_to_prune(head_importance(model.eval(), scored_batches(datamodule, text)), prune)
 
 
 def _stride(stride: int | None, arch: str, window: int) -> int | None:

@@ -1,6 +1,7 @@
 """What the modes that run a trained network share: its checkpoint, tokenizer and prompt.
 
-``generate`` and ``attention`` start from a checkpoint (``load_for_inference``); ``generate``
+``generate`` and ``attention`` start from a checkpoint (``load_for_inference``), ``eval`` and
+``heads`` from the checkpoints a path names (``checkpoints_to_evaluate``); ``generate``
 and the train mode's closing sample turn a prompt into text (``generate_text`` for a decoder,
 ``fill_mask_text`` for an encoder).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer
@@ -16,7 +18,13 @@ from tokenizers import Tokenizer
 from conf.schema import JobConfig, Settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.transformer import Decoder, Encoder
-from training.checkpoint import LoadedCheckpoint, check_no_model_overrides, load_checkpoint
+from modes.report import natural_key
+from training.checkpoint import (
+    LoadedCheckpoint,
+    check_no_model_overrides,
+    check_not_hf_export,
+    load_checkpoint,
+)
 
 
 def load_for_inference(settings: Settings) -> tuple[LoadedCheckpoint, Tokenizer]:
@@ -25,6 +33,31 @@ def load_for_inference(settings: Settings) -> tuple[LoadedCheckpoint, Tokenizer]
     loaded = load_checkpoint(settings.job.ckpt_path)
     check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
     return loaded, tokenizer_from_json(loaded.tokenizer_json)
+
+
+def checkpoints_to_evaluate(target: Path) -> list[Path]:
+    """A checkpoint file; a run directory's best.ckpt; or every run's best.ckpt below a sweep
+    directory, in job order."""
+    if target.is_file():
+        return [target]
+    if not target.is_dir():
+        raise FileNotFoundError(f"ckpt_path={target} does not exist")
+    check_not_hf_export(target)
+    own = target / "checkpoints" / "best.ckpt"
+    found = (
+        [own]
+        if own.is_file()
+        else sorted(
+            target.glob("*/checkpoints/best.ckpt"),
+            key=lambda p: natural_key(p.parent.parent.name),
+        )
+    )
+    if not found:
+        raise FileNotFoundError(
+            f"no checkpoints/best.ckpt in {target} or in its run directories; pass a "
+            "checkpoint file, a run directory or a sweep directory"
+        )
+    return found
 
 
 def encode_prompt(tokenizer: Tokenizer, prompt: str, context: int) -> list[int]:

@@ -1,4 +1,5 @@
-"""The figures of a sweep summary: the validation-loss heatmap and the validation curves.
+"""The figures of a sweep summary (the validation-loss heatmap, the validation curves) and of
+the head analysis (``mode=heads``: per-head maps, prune curves, a sweep's prune curves).
 
 The one part of the summary that needs matplotlib, apart from the grouping and statistics
 (``modes/summary.py``) so that what only groups runs (``mode=eval`` over a sweep) never loads it.
@@ -10,6 +11,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -23,6 +25,9 @@ from modes.summary import (  # noqa: E402
     difference_from_best,
     mean_pm_std,
 )
+
+if TYPE_CHECKING:  # the sweep summary's figures load no torch
+    from training.heads import HeadStats
 
 
 def heatmap_cells(
@@ -132,3 +137,91 @@ def plot_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
     return out_path
+
+
+def plot_head_maps(stats: HeadStats, out_path: Path, title: str = "") -> Path:
+    """Layer x head heatmaps of delta_loss, importance and entropy (the uniform maximum in
+    the colour bar's label), each head's value written in its cell."""
+    panels = (
+        ("delta_loss", "loss with the head gated off - base"),
+        ("importance", "importance: mean |dL/dgate|"),
+        ("entropy", f"entropy, nats (uniform: {stats.entropy_uniform:.2f})"),
+    )
+    num_layers, num_heads = len(stats.importance), len(stats.importance[0])
+    fig, axes = plt.subplots(
+        1, 3, figsize=(3 * max(3.0, 0.7 * num_heads + 1.5), max(2.5, 0.6 * num_layers + 1.5))
+    )
+    for ax, (name, label) in zip(axes, panels, strict=True):
+        values = getattr(stats, name)
+        image = ax.imshow(values, cmap="viridis", aspect="auto")
+        for layer in range(num_layers):
+            for head in range(num_heads):
+                ax.text(
+                    head,
+                    layer,
+                    f"{values[layer][head]:.3g}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white",
+                )
+        ax.set_xticks(range(num_heads))
+        ax.set_yticks(range(num_layers))
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(label, fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return out_path
+
+
+def plot_prune_curve(curve: Sequence[dict], out_path: Path, title: str = "") -> Path:
+    """Loss against the fraction of heads gated off (least important first)."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.plot([p["removed_fraction"] for p in curve], [p["loss"] for p in curve], marker="o")
+    _prune_axes(ax, title)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return out_path
+
+
+def plot_prune_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
+    """One prune curve per configuration as the loss over each run's own base loss (so the
+    seeds' different losses do not hide what pruning costs), the mean over its runs (seeds),
+    the band between its lowest and highest run."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for config in configs:
+        curves = [_over_base(r["prune_curve"]) for r in config.completed]
+        if not curves:
+            continue
+        fractions = sorted(set.intersection(*(set(c) for c in curves)))
+        values = [[c[f] for c in curves] for f in fractions]
+        mean = [statistics.fmean(v) for v in values]
+        (line,) = ax.plot(fractions, mean, marker="o", label=f"{config.label()} (n={config.n})")
+        if config.n > 1:
+            low, high = [min(v) for v in values], [max(v) for v in values]
+            ax.fill_between(fractions, low, high, color=line.get_color(), alpha=0.2)
+    _prune_axes(ax, "prune curves (mean over seeds; band: min to max)")
+    ax.set_ylabel("loss - the run's loss with every head")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+def _over_base(curve: Sequence[dict]) -> dict[float, float]:
+    """A prune curve as removed fraction -> loss minus its first point's (nothing removed)."""
+    return {p["removed_fraction"]: p["loss"] - curve[0]["loss"] for p in curve}
+
+
+def _prune_axes(ax: plt.Axes, title: str) -> None:
+    ax.set_xlabel("fraction of heads gated off (least important first)")
+    ax.set_ylabel("loss")
+    if title:
+        ax.set_title(title, fontsize=9)

@@ -105,7 +105,7 @@ TINY_BUDGETS = {
     "trainer.budget.tokens": "1536",
     "trainer.budget.seconds": "2",
 }
-READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export")
+READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export", "mode=heads")
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
 HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
@@ -134,6 +134,9 @@ MEASUREMENT_SWEEPS = [
     "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1 seed=1,2,3 "
     "model.num_layers=2 model.hidden_size=64 trainer.max_steps=400 "
     f"trainer.val_check_interval=50 optim=adamw model.position=learned {JOBLIB}",
+    "python train.py -m model.num_heads=2,4,8 seed=1,2,3 model.num_layers=2 "
+    "model.hidden_size=64 trainer.max_steps=150 trainer.val_check_interval=50 optim=adamw "
+    "model.position=learned logger=csv",
 ]
 NOT_RUNNABLE = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
@@ -168,6 +171,10 @@ NOT_RUNNABLE = {
     "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
     "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
     "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
+    "python train.py mode=heads ckpt_path=$SWEEP": (
+        "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
+        "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"
+    ),
     **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
     "python -m bench.sweep --steps 100": (
         "too long: its quickest run (--steps 2 --jobs 1 2) is three sweeps in fresh processes, "
@@ -234,6 +241,9 @@ QUICK = {
         *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
     ],
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
+    "python -m bench.heads": [
+        *("--train-steps", "1", "--repeats", "1", "--warmup", "0", "--", *SMALL_TRAIN),
+    ],
     "python -m bench.eval --max-chars 150000 --threads 1": [
         *("--max-chars", "3000", "--threads", "1", "--train-steps", "1"),
         *("--shakespeare", "{ws}/path/to/tinyshakespeare.txt"),
@@ -269,6 +279,10 @@ PROMISES = {
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
+    "python train.py mode=heads ckpt_path=$RUN/checkpoints/best.ckpt": [
+        *("$RUN/checkpoints/heads.json", "$RUN/checkpoints/heads.png"),
+        "$RUN/checkpoints/prune_curve.png",
+    ],
     'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
         "$RUN/checkpoints/attention.png"
     ],

@@ -18,6 +18,7 @@ from tests.conftest import compose_config
         ("generate", ("prompt=The",)),
         ("attention", ("prompt=The",)),
         ("export", ("export.format=safetensors",)),
+        ("heads", ()),
     ],
 )
 def test_a_command_reads_its_checkpoint_once(

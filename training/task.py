@@ -30,6 +30,29 @@ from training.callbacks import divergence_hint, rng_states, set_rng_states
 from training.optim import build_optimizer
 
 
+def network_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor | None]:
+    """A batch's inputs to the network beside its token ids: the padding mask, and the
+    document ids of a decoder's packed documents (``data.document_mask=true``) when present."""
+    inputs = {"attention_mask": batch.get("attention_mask")}
+    if "document_ids" in batch:
+        inputs["document_ids"] = batch["document_ids"]
+    return inputs
+
+
+def mean_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Mean cross-entropy of logits [B, T, V] over the targets of labels [B, T]
+    (IGNORE_INDEX where there is none)."""
+    # Summed, then divided by at least 1: an MLM batch that happens to mask no token
+    # has loss 0, not the NaN of a mean over nothing (which would look like divergence).
+    # At least float32: half-precision logits are summed in float32, float64 stays float64.
+    return F.cross_entropy(
+        logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32)),
+        labels.flatten(),
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    ) / (labels != IGNORE_INDEX).sum().clamp(min=1)
+
+
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """LR multiplier: linear warmup to 1, then cosine decay to ``min_ratio`` at total_steps."""
     if step < warmup_steps:
@@ -116,26 +139,22 @@ class LanguageModelTask(L.LightningModule):
         # training, carried through checkpoints so that a resumed run's curve is whole (the
         # sweep summary plots it and reads the time to a target loss from it).
         self.val_curve: list[list[float]] = []
+        # [L, H] multipliers on the heads' outputs (mode=eval heads.prune: 0 gates a head
+        # off); None, every head whole. Not persistent: no part of the trained weights.
+        self.register_buffer("head_mask", None, persistent=False)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        return self.model(input_ids, attention_mask=attention_mask)
+        return self.model(input_ids, attention_mask=attention_mask, head_mask=self.head_mask)
 
     def _logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self(batch["input_ids"], batch.get("attention_mask"))  # (B, T, V)
+        return self.model(
+            batch["input_ids"], **network_inputs(batch), head_mask=self.head_mask
+        )  # (B, T, V)
 
     def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Mean cross-entropy over the targets, and the logits [B, T, V]."""
         logits = self._logits(batch)  # (B, T, V)
-        labels = batch["labels"]  # (B, T), IGNORE_INDEX where there is no target
-        # Summed, then divided by at least 1: an MLM batch that happens to mask no token
-        # has loss 0, not the NaN of a mean over nothing (which would look like divergence).
-        loss = F.cross_entropy(
-            logits.flatten(0, 1).float(),
-            labels.flatten(),
-            ignore_index=IGNORE_INDEX,
-            reduction="sum",
-        ) / (labels != IGNORE_INDEX).sum().clamp(min=1)
-        return loss, logits
+        return mean_token_loss(logits, batch["labels"]), logits
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss, _ = self._loss(batch)
@@ -301,14 +320,8 @@ class LanguageModelTask(L.LightningModule):
 class CausalLMTask(LanguageModelTask):
     """Next-token prediction for the decoder; reports bits per character and per UTF-8 byte
     too (bpb: comparable across tokenizers, char or BPE or WordPiece alike). A batch with
-    "document_ids" (``data.document_mask=true``) is attended within each document."""
-
-    def _logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(
-            batch["input_ids"],
-            attention_mask=batch.get("attention_mask"),
-            document_ids=batch.get("document_ids"),
-        )
+    "document_ids" (``data.document_mask=true``) is attended within each document
+    (``network_inputs``)."""
 
     def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         split = "validation" if stage == "val" else stage

@@ -22,6 +22,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, Wand
 
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
+from training.head_logging import HeadStatistics
 
 
 def _quiet_lightning() -> None:
@@ -57,6 +58,8 @@ def training_trainer(
         SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
         *callbacks,
     ]
+    if settings.trainer.head_stats_every is not None:
+        all_callbacks.append(HeadStatistics(settings.trainer.head_stats_every))
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
