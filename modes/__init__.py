@@ -17,6 +17,7 @@ MODES = {
     "generate": "modes.generate",
     "attention": "modes.attention",
     "export": "modes.export",
+    "finetune": "modes.finetune",
 }
 
 

@@ -40,6 +40,7 @@ from modes.summary import (
     swept_keys,
 )
 from training.checkpoint import (
+    check_language_model,
     check_no_model_overrides,
     check_not_hf_export,
     read_checkpoint,
@@ -167,6 +168,7 @@ def evaluate_checkpoint(
     """Score one checkpoint; returns its record."""
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
+    check_language_model(ckpt, hparams, "eval")
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)

@@ -31,7 +31,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     else:
         out = ckpt.with_suffix(".safetensors")
     check_output_free(out, export.overwrite)  # before any work: say it now
-    loaded = load_checkpoint(ckpt)
+    loaded = load_checkpoint(ckpt, "export")
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     if export.format == "hf":
         from training.hf_export import export_hf  # imports transformers: only when asked

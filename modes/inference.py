@@ -22,7 +22,7 @@ from training.checkpoint import LoadedCheckpoint, check_no_model_overrides, load
 def load_for_inference(settings: Settings) -> tuple[LoadedCheckpoint, Tokenizer]:
     """The checkpoint ``ckpt_path`` names (network in eval mode on the CPU) and its tokenizer;
     model.* overrides on the command line are refused, the model is the checkpoint's."""
-    loaded = load_checkpoint(settings.job.ckpt_path)
+    loaded = load_checkpoint(settings.job.ckpt_path, settings.job.mode)
     check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
     return loaded, tokenizer_from_json(loaded.tokenizer_json)
 

@@ -168,10 +168,30 @@ def _damaged(path: Path, err: Exception) -> ValueError:
     )
 
 
-def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
-    """Rebuild the network of a checkpoint, in eval mode on the CPU."""
+def is_classifier(hparams: dict[str, Any]) -> bool:
+    """Whether a checkpoint's hyper-parameters are a fine-tuned classifier's
+    (``mode=finetune``) rather than a pretrained language model's."""
+    return "classifier" in hparams
+
+
+def check_language_model(path: str | Path, hparams: dict[str, Any], mode: str | None) -> None:
+    """A fine-tuned classifier where a pretrained language model is needed: one line that
+    names the checkpoint it was fine-tuned from."""
+    if is_classifier(hparams):
+        classifier = hparams["classifier"]
+        raise ValueError(
+            f"{path} is a classifier fine-tuned on {classifier['task']} (mode=finetune), not a "
+            f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained "
+            "checkpoint, such as the one it was "
+            f"fine-tuned from: {classifier['pretrained']['checkpoint']}"
+        )
+
+
+def load_checkpoint(path: str | Path, mode: str | None = None) -> LoadedCheckpoint:
+    """Rebuild the network of a language-model checkpoint, in eval mode on the CPU."""
     checkpoint = read_checkpoint(path)
     hparams = checkpoint["hyper_parameters"]
+    check_language_model(path, hparams, mode)
     config = ModelConfig.from_dict(hparams["model_config"])
     check_tokenizer_fits(hparams["tokenizer_json"], config, path)
     model = build_model(config)
