@@ -427,8 +427,10 @@ class FinetuneConfig:
     ``batch_size``, AdamW at ``lr`` with ``weight_decay``, linear warmup over ``warmup_ratio``
     of the steps, then cosine decay to 0; ``max_steps`` (None: the epochs decide) caps it.
     metric: the one the task is known by (None: accuracy; F1 for mrpc/qqp; Matthews
-    correlation, mcc, for cola). val_fraction, test_fraction, split_seed: the splits carved
-    from train where the task lacks them, the same for every job.
+    correlation, mcc, for cola). max_seq_len: examples cut to this many tokens, specials
+    included (None: the checkpoint's context; at most that). val_fraction, test_fraction,
+    split_seed: the splits carved from train where the task lacks them, the same for every
+    job.
     """
 
     task: str = "builtin"
@@ -444,6 +446,7 @@ class FinetuneConfig:
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     metric: str | None = None
+    max_seq_len: int | None = None
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     split_seed: int = 0
@@ -475,6 +478,10 @@ class FinetuneConfig:
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"finetune.{name}={getattr(self, name)} must be >= 1")
+        if self.max_seq_len is not None and self.max_seq_len < 8:
+            raise ValueError(
+                f"finetune.max_seq_len={self.max_seq_len} must be >= 8 (null: the checkpoint's)"
+            )
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"finetune.max_steps={self.max_steps} must be >= 1 (null: epochs)")
         if not self.lr > 0:

@@ -56,19 +56,26 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     tokenizer = tokenizer_from_json(hparams["tokenizer_json"])
     ft = settings.finetune
+    max_len = model_config.max_seq_len
+    if ft.max_seq_len is not None and ft.max_seq_len > max_len:
+        raise ValueError(
+            f"finetune.max_seq_len={ft.max_seq_len} is longer than the context of {ckpt} "
+            f"({max_len} positions): give at most {max_len}, or null for all of it"
+        )
+    max_len = ft.max_seq_len or max_len
     task = _load(settings)
     encoded = {
         split: encode_examples(
             examples,
             tokenizer,
             arch=model_config.arch,
-            max_len=model_config.max_seq_len,
+            max_len=max_len,
             token_types=model_config.type_vocab_size > 0,
         )
         for split, examples in task.splits.items()
     }
     steps_per_epoch = math.ceil(len(encoded["train"]) / ft.batch_size)
-    total_steps = min(ft.epochs * steps_per_epoch, ft.max_steps or math.inf)
+    total_steps = min(ft.epochs * steps_per_epoch, ft.max_steps or ft.epochs * steps_per_epoch)
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
     classifier = {
         "task": task.name,
@@ -105,7 +112,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         trainer=replace(
             settings.trainer,
             max_epochs=ft.epochs,
-            max_steps=ft.max_steps or -1,
+            max_steps=total_steps,
             val_check_interval=1.0,
             check_val_every_n_epoch=1,
             limit_val_batches=1.0,
@@ -115,7 +122,8 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     timer = _TrainTimer()
     trainer = training_trainer(trainer_settings, out_dir, [*callbacks, timer])
     fit(trainer, module, datamodule, resume, trainer_settings)
-    best = trainer.checkpoint_callback.best_model_path or None
+    checkpointing = trainer.checkpoint_callback  # no validation ran when max_steps < an epoch
+    best = checkpointing.best_model_path or checkpointing.last_model_path
     val = trainer.validate(
         module, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )[0]

@@ -149,7 +149,9 @@ class ClassificationTask(L.LightningModule):
             self._pending_rng_states = None
 
     def configure_optimizers(self) -> dict[str, Any]:
-        total = int(self.trainer.estimated_stepping_batches)
+        # Known in advance (epochs x batches, or max_steps): asking the trainer would load the
+        # train loader before a resume restores its position, and the epoch would restart.
+        total = self.hparams["classifier"]["total_steps"]
         warmup = math.ceil(self.finetune.warmup_ratio * total)
         adamw = OptimConfig(
             lr=self.finetune.lr,
