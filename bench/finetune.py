@@ -8,7 +8,8 @@ Usage::
 Each pretraining sweep directory holds jobs 0, 1, 2 (``python train.py -m seed=1,2,3``, and
 ``model=bert`` for the encoder); fine-tuning seed k starts from job k-1's best checkpoint
 (so the spread covers pretraining's seed too) or, for ``scratch``, from random weights of
-the same architecture drawn from seed k. Every fine-tune is one ``python train.py
+the same architecture drawn from seed k. A checkpoint file instead of a directory is the
+start of every seed; ``--inits`` runs one of the two arms. Every fine-tune is one ``python train.py
 mode=finetune`` process with the default protocol, writing its run directory under
 ``--out``; a job whose ``metrics.json`` is complete is read, not re-run, so an interrupted
 benchmark continues. Printed per family: the test accuracy as mean ± std over the seeds and
@@ -61,9 +62,10 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpt", type=Path, help="the default GPT's pretraining sweep directory")
-    parser.add_argument("--bert", type=Path, help="the default BERT's pretraining sweep directory")
+    parser.add_argument("--gpt", type=Path, help="the default GPT's sweep dir (or a .ckpt)")
+    parser.add_argument("--bert", type=Path, help="the default BERT's sweep dir (or a .ckpt)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--inits", nargs="+", default=list(INITS), choices=INITS)
     parser.add_argument("--out", type=Path, default=Path("bench_finetune"))
     parser.add_argument(
         "overrides", nargs="*", help="more train.py overrides, e.g. finetune.epochs=1"
@@ -74,9 +76,11 @@ def main() -> None:
         if sweep is None:
             continue
         runs = []
-        for init in INITS:
+        for init in args.inits:
             for job, seed in enumerate(args.seeds):
-                pretrained = sweep / str(job) / "checkpoints" / "best.ckpt"
+                pretrained = (
+                    sweep if sweep.is_file() else sweep / str(job) / "checkpoints" / "best.ckpt"
+                )
                 out = args.out / family / f"{init}-seed{seed}"
                 metrics = finetune(pretrained, init, seed, out, args.overrides)
                 runs.append(
