@@ -12,11 +12,14 @@ import pytest
 import torch
 
 from conf.command_line import check_command_line
-from data.labelled import Columns, load_task
+from data.classification import PadCollator, encode_examples
+from data.labelled import Columns, Example, load_task
+from data.tokenizer import special_tokens_of, tokenizer_from_json
 from modes import Interrupted
 from tests.conftest import compose_config
 from tests.faults import SignalAtStep
 from train import run
+from training.checkpoint import load_classifier
 
 # A few steps of a tiny protocol: 2 epochs of 4 batches of the small task below.
 QUICK = ["finetune.batch_size=8", "finetune.epochs=2", "finetune.lr=1e-3", "logger=none"]
@@ -236,3 +239,58 @@ def test_resume_with_other_settings_is_refused(tuned, tmp_path) -> None:
     last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
     with pytest.raises(ValueError, match=r"finetune.lr=0.01 \(checkpoint: 0.001\)"):
         finetune(last, tmp_path / "other", *runs["data"], "finetune.lr=1e-2")
+
+
+# ------------------------------------------------------------------------ the HF export
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])  # GPT-NeoX (rope) and BERT
+def test_hf_export_of_a_classifier_matches_and_runs_in_a_pipeline(tuned, tmp_path, arch) -> None:
+    transformers = pytest.importorskip("transformers")
+    best = tuned[arch]["pretrained"]["best_ckpt"]
+    out = tmp_path / "hf"
+    run(
+        compose_config(
+            "mode=export",
+            f"ckpt_path={best}",
+            "export.format=hf",
+            f"export.path={out}",
+            f"output_dir={tmp_path}",
+        )
+    )
+    loaded = load_classifier(best)
+    names = loaded.hparams["classifier"]["label_names"]
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    texts = ["the for while range statement", "raise"]
+    rows = encode_examples(
+        [Example(t, None, 0) for t in texts], tokenizer, arch=arch, max_len=64, token_types=False
+    )
+    batch = PadCollator(special_tokens_of(tokenizer).pad_id)(rows)
+    with torch.no_grad():
+        ours = loaded.model(batch["input_ids"], batch["attention_mask"])  # (B, K)
+    hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(out)
+    assert type(hf_model).__name__ == (
+        "GPTNeoXForSequenceClassification" if arch == "decoder" else "BertForSequenceClassification"
+    )
+    assert hf_model.config.id2label == dict(enumerate(names))
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    encoded = hf_tokenizer(texts, padding=True, return_tensors="pt")
+    assert encoded["input_ids"].tolist() == batch["input_ids"].tolist()  # the same framing
+    with torch.no_grad():
+        theirs = hf_model(
+            input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]
+        ).logits
+    torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=0)
+    pipe = transformers.pipeline("text-classification", model=str(out), device="cpu")
+    (answer,) = pipe(texts[:1])
+    probs = ours[0].softmax(-1)
+    assert answer["label"] == names[int(probs.argmax())]
+    assert answer["score"] == pytest.approx(float(probs.max()), abs=1e-4)
+
+
+def test_export_refuses_safetensors_for_a_classifier_and_a_language_model_as_one(tuned) -> None:
+    best = tuned["encoder"]["pretrained"]["best_ckpt"]
+    with pytest.raises(ValueError, match="fine-tuned classifier: export it with export.format=hf"):
+        run(compose_config("mode=export", f"ckpt_path={best}", "output_dir=unused"))
+    with pytest.raises(ValueError, match="not a fine-tuned classifier; fine-tune it first"):
+        load_classifier(tuned["encoder"]["pre"])
