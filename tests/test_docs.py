@@ -173,8 +173,8 @@ NOT_RUNNABLE = {
     "finetune.task=mrpc": NETWORK,
     "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
     "finetune.init=pretrained,scratch seed=1,2,3": (
-        "six fine-tunes, ~20 s even at two steps each; composed only: a fine-tune runs above "
-        "and a sweep of them in tests/test_finetune.py"
+        "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
+        "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
     ),
     "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
         "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
