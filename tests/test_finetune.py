@@ -294,3 +294,27 @@ def test_export_refuses_safetensors_for_a_classifier_and_a_language_model_as_one
         run(compose_config("mode=export", f"ckpt_path={best}", "output_dir=unused"))
     with pytest.raises(ValueError, match="not a fine-tuned classifier; fine-tune it first"):
         load_classifier(tuned["encoder"]["pre"])
+
+
+def test_generate_on_a_classifier_prints_the_label_and_its_probability(tuned, capsys) -> None:
+    best = tuned["encoder"]["pretrained"]["best_ckpt"]
+    cfg = compose_config(
+        "mode=generate", f"ckpt_path={best}", "prompt=raise except try", "output_dir=o"
+    )
+    prediction = run(cfg)
+    loaded = load_classifier(best)
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    rows = encode_examples(
+        [Example("raise except try", None, 0)],
+        tokenizer,
+        arch="encoder",
+        max_len=64,
+        token_types=False,
+    )
+    batch = PadCollator(special_tokens_of(tokenizer).pad_id)(rows)
+    with torch.no_grad():
+        probs = loaded.model(batch["input_ids"], batch["attention_mask"])[0].softmax(-1)
+    names = loaded.hparams["classifier"]["label_names"]
+    assert prediction["label"] == names[int(probs.argmax())]
+    assert prediction["probability"] == pytest.approx(float(probs.max()), abs=1e-6)
+    assert f"{prediction['label']} (p={float(probs.max()):.3f})" in capsys.readouterr().out
