@@ -217,7 +217,7 @@ def test_finetuned_checkpoint_where_a_pretrained_one_is_needed(tuned, tmp_path) 
     pre = tuned["decoder"]["pre"]
     with pytest.raises(ValueError, match="already trained to its end; mode=finetune needs a "):
         finetune(done, tmp_path / "again")
-    for mode in ("generate", "eval", "export"):
+    for mode in ("train", "eval", "attention"):  # generate classifies, export writes it (below)
         cfg = compose_config(f"mode={mode}", f"ckpt_path={done}", f"output_dir={tmp_path}")
         with pytest.raises(ValueError, match=f"mode={mode} needs a pretrained checkpoint") as err:
             run(cfg)
