@@ -333,6 +333,17 @@ class TransformerBase(nn.Module):
                 f"[batch, length] = {list(expected)} (with a KV cache it covers cached tokens)"
             )
 
+    def hidden_states(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """The last layer's states [B, T, C], before any head: what a classifier pools."""
+        hidden, _ = self._trunk(input_ids, attention_mask, token_type_ids=token_type_ids)
+        return hidden  # (B, T, C)
+
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
         """Number of parameters, tied matrices counted once.
 

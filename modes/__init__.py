@@ -18,6 +18,7 @@ MODES = {
     "attention": "modes.attention",
     "export": "modes.export",
     "heads": "modes.heads",
+    "finetune": "modes.finetune",
 }
 
 

@@ -43,7 +43,12 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from training.checkpoint import check_no_model_overrides, read_checkpoint, use_weights
+from training.checkpoint import (
+    check_language_model,
+    check_no_model_overrides,
+    read_checkpoint,
+    use_weights,
+)
 from training.heads import Head, gated_off, head_importance, heads_to_prune, parse_heads
 from training.precision import with_native_precision
 from training.trainer import evaluation_trainer
@@ -154,6 +159,7 @@ def evaluate_checkpoint(
     """Score one checkpoint; returns its record."""
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
+    check_language_model(ckpt, hparams, "eval")
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     stride = _stride(settings.eval.stride, arch, window)

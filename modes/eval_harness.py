@@ -64,7 +64,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     target = Path(settings.job.ckpt_path)
     loaded = []
     for ckpt in checkpoints_to_evaluate(target):
-        checkpoint = load_checkpoint(ckpt)
+        checkpoint = load_checkpoint(ckpt, "eval")
         check_no_model_overrides(settings, checkpoint.hparams["model_config"], ckpt)
         check_harness_checkpoint(checkpoint)
         loaded.append(checkpoint)

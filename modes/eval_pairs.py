@@ -62,7 +62,7 @@ def _check_settings(settings: Settings) -> None:
 def evaluate_pairs(ckpt: Path, settings: Settings, pair_set: PairSet) -> list[dict[str, Any]]:
     """Score ``pair_set`` with one checkpoint (or, with eval.weights=untrained, with a fresh
     network of its shape seeded by ``seed``); one record per paradigm, then the overall one."""
-    loaded = load_checkpoint(ckpt)
+    loaded = load_checkpoint(ckpt, "eval")
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     use_weights(loaded.model, settings.eval.weights, settings.job.seed)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)

@@ -17,7 +17,10 @@ from training.checkpoint import (
     check_no_model_overrides,
     check_output_free,
     export_safetensors,
+    is_classifier,
     load_checkpoint,
+    load_classifier,
+    read_checkpoint,
 )
 
 
@@ -31,7 +34,17 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     else:
         out = ckpt.with_suffix(".safetensors")
     check_output_free(out, export.overwrite)  # before any work: say it now
-    loaded = load_checkpoint(ckpt)
+    checkpoint = read_checkpoint(ckpt)
+    if is_classifier(checkpoint["hyper_parameters"]):
+        if export.format != "hf":
+            raise ValueError(
+                f"{ckpt} is a fine-tuned classifier: export it with export.format=hf (a "
+                "transformers *ForSequenceClassification folder); safetensors is for language "
+                "models"
+            )
+        loaded = load_classifier(ckpt, checkpoint)
+    else:
+        loaded = load_checkpoint(ckpt, "export", checkpoint)
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     if export.format == "hf":
         from training.hf_export import export_hf  # imports transformers: only when asked

@@ -1,4 +1,5 @@
-"""``mode=generate``: a decoder continues ``prompt``; an encoder fills its mask tokens."""
+"""``mode=generate``: a decoder continues ``prompt``; an encoder fills its mask tokens; a
+fine-tuned classifier (``mode=finetune``) prints the label it predicts, with its probability."""
 
 from __future__ import annotations
 
@@ -6,11 +7,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from conf.schema import Settings
-from modes.inference import fill_mask_text, generate_text, load_for_inference
+from modes.inference import classify_text, fill_mask_text, generate_text, load_for_inference
+from training.checkpoint import (
+    check_no_model_overrides,
+    is_classifier,
+    load_classifier,
+    read_checkpoint,
+)
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    loaded, tokenizer = load_for_inference(settings)
+    checkpoint = read_checkpoint(settings.job.ckpt_path)
+    if is_classifier(checkpoint["hyper_parameters"]):
+        loaded = load_classifier(settings.job.ckpt_path, checkpoint)
+        check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
+        prediction = classify_text(loaded, settings.job.prompt)
+        ranked = sorted(prediction["probabilities"].items(), key=lambda item: -item[1])
+        print(f"{prediction['label']} (p={prediction['probability']:.3f})")
+        for name, p in ranked[1:5]:
+            print(f"  {name}: {p:.3f}")
+        return prediction
+    loaded, tokenizer = load_for_inference(settings, checkpoint)
     if loaded.config.arch == "decoder":
         text = generate_text(loaded.model, tokenizer, settings.job, settings.job.prompt or "")
     else:

@@ -36,7 +36,7 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from training.checkpoint import check_no_model_overrides, read_checkpoint
+from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 from training.heads import HeadStats, head_stats, heads_for_share, heads_to_prune, prune_curve
 
 RESULTS_FILE = "heads.json"
@@ -95,6 +95,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     beside it; returns the record."""
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
+    check_language_model(ckpt, hparams, "heads")
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     task, datamodule, text = task_and_data(

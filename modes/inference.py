@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -27,10 +28,13 @@ from training.checkpoint import (
 )
 
 
-def load_for_inference(settings: Settings) -> tuple[LoadedCheckpoint, Tokenizer]:
+def load_for_inference(
+    settings: Settings, checkpoint: dict[str, Any] | None = None
+) -> tuple[LoadedCheckpoint, Tokenizer]:
     """The checkpoint ``ckpt_path`` names (network in eval mode on the CPU) and its tokenizer;
-    model.* overrides on the command line are refused, the model is the checkpoint's."""
-    loaded = load_checkpoint(settings.job.ckpt_path)
+    model.* overrides on the command line are refused, the model is the checkpoint's.
+    ``checkpoint``: its contents, when the caller has read them already."""
+    loaded = load_checkpoint(settings.job.ckpt_path, settings.job.mode, checkpoint)
     check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
     return loaded, tokenizer_from_json(loaded.tokenizer_json)
 
@@ -127,6 +131,48 @@ def fill_mask_text(model: Encoder, tokenizer: Tokenizer, prompt: str | None) -> 
         )
         lines.append(f"  {specials.mask} #{number}: {guesses}")
     return "\n".join(lines)
+
+
+def classify_text(loaded: LoadedCheckpoint, prompt: str | None) -> dict[str, Any]:
+    """A fine-tuned classifier's prediction for ``prompt`` (a text pair: ``A [SEP] B``, with
+    the tokenizer's separator): the label, its probability, and every class's."""
+    from data.classification import PadCollator, encode_examples
+    from data.labelled import Example
+
+    classifier = loaded.hparams["classifier"]
+    if not prompt:
+        raise ValueError(
+            f"{loaded.path} is a classifier ({classifier['task']}): give the text to classify, "
+            'prompt="..."'
+        )
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    specials = special_tokens_of(tokenizer)
+    first, _, second = (part.strip() for part in prompt.partition(specials.sep))
+    if bool(second) != classifier["has_pairs"]:
+        wanted = f"two texts, A {specials.sep} B" if classifier["has_pairs"] else "one text"
+        raise ValueError(f"{loaded.path} classifies {wanted}: give prompt= as {wanted}")
+    rows = encode_examples(
+        [Example(first, second or None, 0)],
+        tokenizer,
+        arch=loaded.config.arch,
+        max_len=loaded.config.max_seq_len,
+        token_types=loaded.config.type_vocab_size > 0,
+    )
+    batch = PadCollator(specials.pad_id)(rows)
+    with torch.inference_mode():
+        logits = loaded.model(
+            batch["input_ids"],
+            batch["attention_mask"],
+            token_type_ids=batch.get("token_type_ids"),
+        )  # (1, K)
+    probs = logits[0].float().softmax(-1).tolist()
+    names = classifier["label_names"]
+    best = max(range(len(names)), key=probs.__getitem__)
+    return {
+        "label": names[best],
+        "probability": probs[best],
+        "probabilities": dict(zip(names, probs, strict=True)),
+    }
 
 
 def sample_text(model: Encoder | Decoder, tokenizer: Tokenizer, job: JobConfig) -> str:

@@ -8,7 +8,6 @@ when it left a ``last.ckpt``.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,12 +22,12 @@ from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.tokenizer import save_tokenizer
 from models.transformer import Decoder, Encoder
-from modes import Interrupted, SweepConflict
+from modes import SweepConflict
+from modes.fitting import fit
 from modes.inference import sample_text
 from modes.report import DamagedRecord, read_metrics, warn, write_metrics
 from training.budget import apply_budget
-from training.callbacks import SaveOnInterrupt
-from training.checkpoint import check_resume, read_checkpoint
+from training.checkpoint import check_language_model, check_resume, read_checkpoint
 from training.compile import compile_network
 from training.precision import with_native_precision
 from training.task import LanguageModelTask, task_class
@@ -56,6 +55,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
     trained = read_checkpoint(resume)["hyper_parameters"] if resume else None
     if trained:
+        check_language_model(resume, trained, "train")
         check_resume(resume, trained, settings.model, settings.optim)
 
     model_config = settings.model
@@ -98,7 +98,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         if note and global_rank() == 0:
             warn(note)
     started = time.perf_counter()
-    _fit(trainer, task, datamodule, resume, settings)
+    fit(trainer, task, datamodule, resume, settings)
     if "val/loss" not in trainer.callback_metrics:
         # Resumed from a checkpoint taken at the last step: nothing was left to train.
         trainer.validate(task, datamodule=datamodule, verbose=False)
@@ -151,45 +151,6 @@ def parameter_counts(model: Encoder | Decoder) -> dict[str, int]:
         "params": model.num_parameters(exclude_embeddings=True),
         "params_with_embeddings": model.num_parameters(exclude_embeddings=False),
     }
-
-
-def _fit(
-    trainer: L.Trainer,
-    task: LanguageModelTask,
-    datamodule: LMDataModule,
-    resume: str | None,
-    settings: Settings,
-) -> None:
-    """``trainer.fit``; on SIGINT/SIGTERM a resumable checkpoint is saved and ``Interrupted``
-    raised (one line for the user, exit code 130/143)."""
-    out_dir = Path(settings.job.output_dir)
-    guard = next(c for c in trainer.callbacks if isinstance(c, SaveOnInterrupt))
-    try:
-        trainer.fit(task, datamodule=datamodule, ckpt_path=resume, weights_only=True)
-    except (SystemExit, KeyboardInterrupt) as err:
-        # Lightning ends an interrupted fit with SystemExit: SIGTERMException after a
-        # signal, sys.exit(1) after a KeyboardInterrupt (our second Ctrl-C).
-        signum = guard.signal or signal.SIGINT
-        name = signal.Signals(signum).name
-        if guard.saved is None:
-            raise Interrupted(
-                f"training interrupted by {name} (twice) and stopped at once, without saving; "
-                f"the last regular checkpoint is in {out_dir / 'checkpoints'}",
-                signum,
-            ) from err
-        if trainer.is_global_zero:
-            status = {
-                "status": "interrupted",
-                "step": guard.step,
-                "resume_ckpt": str(guard.saved),
-                "overrides": settings.overrides,
-            }
-            write_metrics(out_dir, status)
-        raise Interrupted(
-            f"training interrupted by {name} at step {guard.step}; saved {guard.saved}. "
-            f"Resume with: python train.py ckpt_path={guard.saved} (plus the same settings)",
-            signum,
-        ) from err
 
 
 def _sweep_job_state(

@@ -105,7 +105,16 @@ TINY_BUDGETS = {
     "trainer.budget.tokens": "1536",
     "trainer.budget.seconds": "2",
 }
-READER_MODES = ("mode=eval", "mode=generate", "mode=attention", "mode=export", "mode=heads")
+READER_MODES = (
+    "mode=eval",
+    "mode=generate",
+    "mode=attention",
+    "mode=export",
+    "mode=heads",
+    "mode=finetune",
+)
+# mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps.
+FINETUNE_STEPS = "finetune.max_steps=2"
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
 HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
@@ -128,6 +137,8 @@ MEASUREMENT_SWEEPS = [
     f"python train.py -m model=bert optim=muon seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
     "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
     "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv",
+    "python train.py -m seed=1,2,3 hydra.sweep.dir=runs/gpt",
+    "python train.py -m model=bert seed=1,2,3 hydra.sweep.dir=runs/bert",
     "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
     "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv "
     "hydra.sweep.dir=$SWEEP summary.target_loss=4.5",
@@ -168,6 +179,17 @@ NOT_RUNNABLE = {
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
+    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
+    "finetune.task=mrpc": NETWORK,
+    "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
+    "finetune.init=pretrained,scratch seed=1,2,3": (
+        "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
+        "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
+    ),
+    "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
+        "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
+        "is a mode=finetune run, as above"
+    ),
     "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
     "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
     "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
@@ -346,6 +368,8 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
                 result.append(f"{key}={value}")
         if not any(k == "logger" or k.startswith("logger.") for k in keys):
             result.append("logger=none")
+    if tiny and "mode=finetune" in args and "finetune.max_steps" not in keys:
+        result.extend([FINETUNE_STEPS, "logger=none"])
     return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
 
 
@@ -405,6 +429,14 @@ def write_inputs(ws: Path) -> None:
         (ws / f"{name}.txt").write_text(part)
     rows = [json.dumps({"text": p}) for p in paragraphs[:400]]
     (ws / "corpus.jsonl").write_text("\n".join(rows) + "\n")
+    # Two classes for finetune.task=files: a paragraph's first 80 characters, and its length.
+    labelled = ["sentence,label"] + [
+        '"{}",{}'.format(
+            " ".join(p[:80].replace('"', "").split()), "long" * (len(p) > 200) or "short"
+        )
+        for p in paragraphs[:60]
+    ]
+    (ws / "labelled.csv").write_text("\n".join(labelled) + "\n")
     (ws / "big.txt").write_text(text[:200_000])
     shakespeare = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.is_file() else text[:60_000]
     (ws / "path" / "to").mkdir(parents=True)

@@ -168,10 +168,33 @@ def _damaged(path: Path, err: Exception) -> ValueError:
     )
 
 
-def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
-    """Rebuild the network of a checkpoint, in eval mode on the CPU."""
-    checkpoint = read_checkpoint(path)
+def is_classifier(hparams: dict[str, Any]) -> bool:
+    """Whether a checkpoint's hyper-parameters are a fine-tuned classifier's
+    (``mode=finetune``) rather than a pretrained language model's."""
+    return "classifier" in hparams
+
+
+def check_language_model(path: str | Path, hparams: dict[str, Any], mode: str | None) -> None:
+    """A fine-tuned classifier where a pretrained language model is needed: one line that
+    names the checkpoint it was fine-tuned from."""
+    if is_classifier(hparams):
+        classifier = hparams["classifier"]
+        raise ValueError(
+            f"{path} is a classifier fine-tuned on {classifier['task']} (mode=finetune), not a "
+            f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained "
+            "checkpoint, such as the one it was "
+            f"fine-tuned from: {classifier['pretrained']['checkpoint']}"
+        )
+
+
+def load_checkpoint(
+    path: str | Path, mode: str | None = None, checkpoint: dict[str, Any] | None = None
+) -> LoadedCheckpoint:
+    """Rebuild the network of a language-model checkpoint, in eval mode on the CPU
+    (``checkpoint``: its contents, when the caller has read them already)."""
+    checkpoint = checkpoint or read_checkpoint(path)
     hparams = checkpoint["hyper_parameters"]
+    check_language_model(path, hparams, mode)
     config = ModelConfig.from_dict(hparams["model_config"])
     check_tokenizer_fits(hparams["tokenizer_json"], config, path)
     model = build_model(config)
@@ -186,6 +209,33 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
         raise ValueError(
             f"{path}: the weights do not fit the model config stored in it ({err})"
         ) from None
+    return LoadedCheckpoint(
+        path=Path(path),
+        model=model.eval(),
+        config=config,
+        hparams=dict(hparams),
+        global_step=int(checkpoint.get("global_step", 0)),
+    )
+
+
+def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) -> LoadedCheckpoint:
+    """Rebuild the ``SequenceClassifier`` of a fine-tuned checkpoint (``mode=finetune``), in
+    eval mode on the CPU; a language model is refused, in one line."""
+    from models.classifier import SequenceClassifier
+
+    checkpoint = checkpoint or read_checkpoint(path)
+    hparams = checkpoint["hyper_parameters"]
+    if not is_classifier(hparams):
+        raise ValueError(
+            f"{path} is a pretrained language model, not a fine-tuned classifier; fine-tune "
+            f"it first: python train.py mode=finetune ckpt_path={path}"
+        )
+    config = ModelConfig.from_dict(hparams["model_config"])
+    check_tokenizer_fits(hparams["tokenizer_json"], config, path)
+    model = SequenceClassifier(build_model(config), len(hparams["classifier"]["label_names"]))
+    model.load_state_dict(
+        {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
+    )
     return LoadedCheckpoint(
         path=Path(path),
         model=model.eval(),

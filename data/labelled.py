@@ -1,0 +1,302 @@
+"""Labelled text for fine-tuning: examples (text, optional second text, label) per split.
+
+Three kinds of task, each read whole into memory (labelled sets are small):
+
+- ``builtin``: which topic of CPython's reference documentation (the built-in corpus) a
+  paragraph comes from, over the ``BUILTIN_TOPICS`` topics with the most paragraphs; needs
+  no network;
+- ``files``: a .csv, .jsonl or .parquet file (its splits carved), or a ``{train:,
+  validation:, test:}`` mapping of them, with configurable column names;
+- a GLUE task by name (``GLUE``), through ``datasets``: it needs the Hub once.
+
+Labels are kept by name: the train split's distinct labels, sorted (numbers by value), are
+the classes 0..K-1, and a label of another split must be one of them. Splits a source lacks
+are carved from train with a seeded permutation (``split_seed``), the same for every job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from data.hub import hub_unavailable_reason
+from data.sources import SPLITS, builtin_documents
+
+BUILTIN_TOPICS = 8  # the topics with the most paragraphs: 1114 of them on CPython 3.11
+BUILTIN_MIN_CHARS = 40  # shorter paragraphs are headings and one-line examples
+_PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
+FILE_SUFFIXES = (".csv", ".jsonl", ".parquet")
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """A GLUE task as ``datasets`` names it: its text columns and the metric it is known by."""
+
+    text: str
+    pair: str | None
+    metric: str
+    validation: str = "validation"
+
+
+# GLUE's test labels are hidden (-1): its validation split is the test here, and validation
+# is carved from train.
+GLUE = {
+    "sst2": GlueTask("sentence", None, "accuracy"),
+    "cola": GlueTask("sentence", None, "mcc"),
+    "mrpc": GlueTask("sentence1", "sentence2", "f1"),
+    "qqp": GlueTask("question1", "question2", "f1"),
+    "qnli": GlueTask("question", "sentence", "accuracy"),
+    "rte": GlueTask("sentence1", "sentence2", "accuracy"),
+    "wnli": GlueTask("sentence1", "sentence2", "accuracy"),
+    "mnli": GlueTask("premise", "hypothesis", "accuracy", "validation_matched"),
+}
+TASKS = ("builtin", "files", *GLUE)
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    pair: str | None
+    label: int
+
+
+@dataclass(frozen=True)
+class LabelledTask:
+    """A task's examples per split (train, validation, test) and its class names."""
+
+    name: str
+    splits: dict[str, list[Example]]
+    label_names: list[str]
+    has_pairs: bool
+    metric: str  # the metric the task is known by: accuracy, f1 or mcc
+
+
+@dataclass(frozen=True)
+class Columns:
+    text: str = "text"
+    pair: str | None = None
+    label: str = "label"
+
+
+RawExample = tuple[str, "str | None", Any]  # text, pair, label as the source has it
+
+
+def load_task(
+    task: str,
+    *,
+    path: str | dict[str, str] | None = None,
+    columns: Columns = Columns(),
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    split_seed: int = 0,
+    metric: str | None = None,
+) -> LabelledTask:
+    """The examples of ``task`` (one of ``TASKS``), checked: every split non-empty, two classes
+    at least, no label outside train's, pairs only where the task has them."""
+    if task == "builtin":
+        if columns.pair is not None:
+            raise ValueError(_no_pairs("the builtin task (one paragraph per example)"))
+        raw, has_pairs, known_by = {"train": builtin_examples()}, False, "accuracy"
+    elif task == "files":
+        raw, has_pairs = _files_examples(path, columns), columns.pair is not None
+        known_by = "accuracy"
+    else:
+        glue = GLUE[task]
+        if columns.pair is not None and glue.pair is None:
+            raise ValueError(_no_pairs(f"GLUE's {task} (single sentences)"))
+        raw, has_pairs, known_by = _glue_examples(task, glue), glue.pair is not None, glue.metric
+    raw = carve_missing(raw, val_fraction, test_fraction, split_seed)
+    names = label_names(raw["train"])
+    return LabelledTask(
+        name=task,
+        splits={split: _with_ids(examples, names, split) for split, examples in raw.items()},
+        label_names=names,
+        has_pairs=has_pairs,
+        metric=metric or known_by,
+    )
+
+
+def _no_pairs(what: str) -> str:
+    return (
+        f"finetune.text_pair_column is set but {what} has no second text: drop "
+        "finetune.text_pair_column"
+    )
+
+
+def builtin_examples() -> list[RawExample]:
+    """(paragraph, None, topic) for the paragraphs of the ``BUILTIN_TOPICS`` topics of the
+    built-in corpus with the most of them (ties by name), in corpus order."""
+    from pydoc_data.topics import topics
+
+    names = sorted(topics)
+    paragraphs = {
+        name: [
+            p.strip() for p in _PARAGRAPH_BREAK.split(text) if len(p.strip()) >= BUILTIN_MIN_CHARS
+        ]
+        for name, text in zip(names, builtin_documents(), strict=True)
+    }
+    chosen = sorted(names, key=lambda name: (-len(paragraphs[name]), name))[:BUILTIN_TOPICS]
+    return [(p, None, name) for name in names if name in chosen for p in paragraphs[name]]
+
+
+def carve_missing(
+    raw: dict[str, list[RawExample]], val_fraction: float, test_fraction: float, seed: int
+) -> dict[str, list[RawExample]]:
+    """Validation and test, where missing, carved from train by a seeded permutation; every
+    split keeps its examples in source order."""
+    missing = [s for s in ("validation", "test") if s not in raw]
+    if not missing:
+        return {split: raw[split] for split in SPLITS}
+    import numpy as np
+
+    train = raw["train"]
+    order = np.random.default_rng(seed).permutation(len(train))
+    fractions = {"validation": val_fraction, "test": test_fraction}
+    taken: dict[str, list[int]] = {}
+    start = 0
+    for split in missing:
+        count = math.ceil(fractions[split] * len(train))
+        taken[split] = sorted(order[start : start + count].tolist())
+        start += count
+    kept = sorted(order[start:].tolist())
+    splits = {**raw, "train": [train[i] for i in kept]}
+    splits.update({split: [train[i] for i in ids] for split, ids in taken.items()})
+    return {split: splits[split] for split in SPLITS}
+
+
+def label_names(train: Sequence[RawExample]) -> list[str]:
+    """The classes: train's distinct labels as text, numbers sorted by value, then names."""
+    if not train:
+        raise ValueError("the train split holds no example; give the task labelled text")
+    names = sorted({str(label) for _, _, label in train}, key=_label_order)
+    if len(names) < 2:
+        raise ValueError(
+            f"every train example has the label {names[0]!r}: a classifier needs two classes "
+            "at least; check finetune.label_column"
+        )
+    return names
+
+
+def _label_order(name: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(name), name)
+    except ValueError:
+        return (1, 0.0, name)
+
+
+def _with_ids(examples: list[RawExample], names: list[str], split: str) -> list[Example]:
+    if not examples:
+        raise ValueError(
+            f"the {split} split holds no example; give it labelled text (or raise "
+            "finetune.val_fraction / finetune.test_fraction when it is carved from train)"
+        )
+    ids = {name: i for i, name in enumerate(names)}
+    unseen = sorted({str(label) for _, _, label in examples} - set(ids), key=_label_order)
+    if unseen:
+        raise ValueError(
+            f"the {split} split has the label(s) {', '.join(map(repr, unseen[:5]))} that no "
+            f"train example has (train's: {', '.join(map(repr, names[:10]))}); a classifier "
+            "cannot predict a class it never saw: fix the labels or add train examples"
+        )
+    return [Example(text, pair, ids[str(label)]) for text, pair, label in examples]
+
+
+def _files_examples(
+    path: str | dict[str, str] | None, columns: Columns
+) -> dict[str, list[RawExample]]:
+    if not path:
+        raise ValueError(
+            "finetune.task=files needs finetune.path=FILE (.csv, .jsonl or .parquet) or "
+            "finetune.path={train: A, validation: B, test: C}"
+        )
+    paths = {"train": path} if isinstance(path, str) else dict(path)
+    unknown = [k for k in paths if k not in SPLITS]
+    if unknown or "train" not in paths:
+        raise ValueError(
+            f"finetune.path={paths} maps split names to files: use the keys "
+            f"{', '.join(SPLITS)}, train required"
+        )
+    return {split: _read_file(Path(p), columns) for split, p in paths.items()}
+
+
+def _read_file(path: Path, columns: Columns) -> list[RawExample]:
+    """(text, pair, label) of each row of a .csv, .jsonl or .parquet file."""
+    if path.suffix not in FILE_SUFFIXES:
+        raise ValueError(
+            f"finetune.path={path} is not a {', '.join(FILE_SUFFIXES)} file; labelled "
+            "examples need columns (text, label)"
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"finetune.path={path} does not exist")
+    rows = _rows(path)
+    have = list(rows[0]) if rows else []
+    wanted = {"finetune.text_column": columns.text, "finetune.label_column": columns.label}
+    if columns.pair is not None:
+        wanted["finetune.text_pair_column"] = columns.pair
+    absent = [f"{key}={name!r}" for key, name in wanted.items() if name not in have]
+    if rows and absent:
+        raise ValueError(
+            f"{path} has no column {', '.join(absent)}; its columns are {have}: pass the "
+            "column names as finetune.text_column=, finetune.label_column= (and "
+            "finetune.text_pair_column= for pairs)"
+        )
+    return [
+        (
+            str(row[columns.text]),
+            None if columns.pair is None else str(row[columns.pair]),
+            row[columns.label],
+        )
+        for row in rows
+    ]
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".jsonl":
+        lines = path.read_text(encoding="utf-8").splitlines()
+        rows = []
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}, line {number}: not a JSON object ({err})") from None
+        return rows
+    import pandas as pd
+
+    if path.suffix == ".csv":
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    else:
+        frame = pd.read_parquet(path)
+    return frame.to_dict("records")
+
+
+def _glue_examples(task: str, glue: GlueTask) -> dict[str, list[RawExample]]:
+    import datasets
+    from datasets import load_dataset
+
+    hint = (
+        f"cannot load GLUE's {task}: the Hugging Face Hub is {{why}}. Download it elsewhere and "
+        "use it as local files (finetune.task=files finetune.path={{train: A.jsonl, "
+        "validation: B.jsonl}}), or, if it is already in the Hugging Face cache, set "
+        "HF_DATASETS_OFFLINE=1 before starting."
+    )
+    if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
+        raise ConnectionError(hint.format(why=why))
+    try:
+        raw = load_dataset("nyu-mll/glue", task)
+    except (ConnectionError, FileNotFoundError, ValueError) as err:
+        raise ConnectionError(hint.format(why=f"not usable ({err})")) from None
+    names = raw["train"].features["label"].names
+
+    def examples(split: str) -> list[RawExample]:
+        return [
+            (row[glue.text], None if glue.pair is None else row[glue.pair], names[row["label"]])
+            for row in raw[split]
+        ]
+
+    return {"train": examples("train"), "test": examples(glue.validation)}

@@ -1,0 +1,320 @@
+"""mode=finetune end to end on the tiny checkpoints: records, pretrained against scratch
+weights, resume to the same metric, and each bad input in one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from conf.command_line import check_command_line
+from data.classification import PadCollator, encode_examples
+from data.labelled import Columns, Example, load_task
+from data.tokenizer import special_tokens_of, tokenizer_from_json
+from modes import Interrupted
+from tests.conftest import compose_config
+from tests.faults import SignalAtStep
+from train import run
+from training.checkpoint import load_classifier
+
+# A few steps of a tiny protocol: 2 epochs of 4 batches of the small task below.
+QUICK = ["finetune.batch_size=8", "finetune.epochs=2", "finetune.lr=1e-3", "logger=none"]
+LABELS = ("loop", "call", "raise")
+WORDS = {"loop": "for while range", "call": "def return lambda", "raise": "raise except try"}
+
+
+def _task_file(path: Path, n: int = 48) -> Path:
+    """Three separable classes: each text draws from its class's words."""
+    rows = []
+    for i in range(n):
+        label = LABELS[i % 3]
+        words = WORDS[label].split()
+        text = " ".join(words[(i + j) % 3] for j in range(4 + i % 3))
+        rows.append({"text": f"the {text} statement", "label": label})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _copy(ckpt: Path, where: Path) -> Path:
+    """A pretrained checkpoint of its own, so that its eval.jsonl is this test's."""
+    target = where / "pre" / "checkpoints" / "last.ckpt"
+    target.parent.mkdir(parents=True)
+    shutil.copy(ckpt, target)
+    return target
+
+
+def finetune(ckpt: Path, out: Path, *overrides: str, callbacks=()) -> dict:
+    cfg = compose_config(
+        "mode=finetune", f"ckpt_path={ckpt}", f"output_dir={out}", *QUICK, *overrides
+    )
+    return run(cfg, callbacks)
+
+
+@pytest.fixture(scope="module")
+def tuned(tiny_checkpoints, tmp_path_factory) -> dict:
+    """Per architecture: the pretrained copy, and fine-tunes from it (pretrained, scratch)."""
+    root = tmp_path_factory.mktemp("finetune")
+    data = _task_file(root / "task.jsonl")
+    found = {}
+    for arch, ckpt in tiny_checkpoints.items():
+        pre = _copy(ckpt, root / arch)
+        task = ["finetune.task=files", f"finetune.path={data}"]
+        found[arch] = {
+            "pre": pre,
+            "data": task,
+            "pretrained": finetune(pre, root / arch / "pretrained", *task),
+            "scratch": finetune(pre, root / arch / "scratch", *task, "finetune.init=scratch"),
+        }
+    return found
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_finetune_writes_metrics_and_a_record_beside_the_pretrained(tuned, arch) -> None:
+    runs = tuned[arch]
+    metrics = runs["pretrained"]
+    assert metrics["status"] == "completed" and metrics["arch"] == arch
+    assert metrics["label_names"] == sorted(LABELS) and metrics["n"] == {
+        "train": 38,
+        "validation": 5,
+        "test": 5,
+    }
+    assert metrics["step"] == 2 * 5  # 2 epochs of ceil(38 / 8) batches
+    confusion = torch.tensor(metrics["test_confusion"])
+    assert confusion.sum() == 5
+    assert metrics["test_accuracy"] == pytest.approx(float(confusion.trace() / 5))
+    stored = json.loads((Path(metrics["best_ckpt"]).parents[1] / "metrics.json").read_text())
+    assert stored["test_accuracy"] == metrics["test_accuracy"]
+    records = [
+        json.loads(line) for line in (runs["pre"].parent / "eval.jsonl").read_text().splitlines()
+    ]
+    assert {(r["init"], r["task"], r["split"], r["metric"]) for r in records} == {
+        ("pretrained", "files", "test", "accuracy"),
+        ("scratch", "files", "test", "accuracy"),
+    }
+    mine = next(r for r in records if r["init"] == "pretrained")
+    assert mine["value"] == metrics["test_accuracy"] and mine["n"] == 5
+    assert mine["finetuned"] == metrics["best_ckpt"] and mine["seed"] == metrics["seed"]
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_pretrained_init_starts_from_the_checkpoint_and_scratch_does_not(tuned, arch) -> None:
+    pre = torch.load(tuned[arch]["pre"], weights_only=True)["state_dict"]
+    key = "model.blocks.0.mlp.fc1.weight"
+    start = pre[key]
+    distance = {}
+    for init in ("pretrained", "scratch"):
+        tuned_ckpt = torch.load(tuned[arch][init]["best_ckpt"], weights_only=True)
+        moved = tuned_ckpt["state_dict"][key.replace("model.", "model.backbone.")]
+        distance[init] = float((moved - start).norm() / start.norm())
+        assert tuned_ckpt["hyper_parameters"]["classifier"]["label_names"] == sorted(LABELS)
+    # A few steps at lr 1e-3 move the pretrained weights by a few percent; scratch's are others.
+    assert distance["pretrained"] < 0.2 < distance["scratch"]
+
+
+def test_interrupted_finetune_resumes_to_the_same_metric(tuned, tmp_path) -> None:
+    runs = tuned["encoder"]  # dropout on: exact only with the RNG states restored
+    full = runs["pretrained"]
+    with pytest.raises(Interrupted, match="at step 3.*mode=finetune ckpt_path="):
+        finetune(runs["pre"], tmp_path / "cut", *runs["data"], callbacks=[SignalAtStep(3)])
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    resumed = finetune(last, tmp_path / "resumed", *runs["data"])
+    assert resumed["step"] == full["step"]
+    assert resumed["pretrained"] == full["pretrained"]
+    assert resumed["test_loss"] == pytest.approx(full["test_loss"], abs=1e-6)
+    assert resumed["best_val_loss"] == pytest.approx(full["best_val_loss"], abs=1e-6)
+
+
+def test_builtin_task_through_the_mode(tiny_checkpoints, tmp_path) -> None:
+    pre = _copy(tiny_checkpoints["decoder"], tmp_path)
+    metrics = finetune(pre, tmp_path / "ft", "finetune.max_steps=2", "finetune.epochs=1")
+    assert metrics["task"] == "builtin" and len(metrics["label_names"]) == 8
+    assert metrics["step"] == 2 and sum(map(sum, metrics["test_confusion"])) == metrics["n"]["test"]
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def _refused(tmp_path: Path, pre: Path, match: str, *overrides: str) -> None:
+    """One line, and nothing written: no run directory, no record beside the checkpoint."""
+    out = tmp_path / "refused"
+    with pytest.raises((ValueError, FileNotFoundError, ConnectionError)) as err:
+        finetune(pre, out, *overrides)
+    message = str(err.value)
+    assert "\n" not in message and re.search(match, message), message
+    assert not out.exists() and not (pre.parent / "eval.jsonl").exists()
+
+
+@pytest.fixture
+def pre(tiny_checkpoints, tmp_path) -> Path:
+    return _copy(tiny_checkpoints["encoder"], tmp_path)
+
+
+def _write(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_file_without_the_columns_names_the_ones_it_has(pre, tmp_path) -> None:
+    data = _write(tmp_path / "d.jsonl", [{"sentence": "a b", "y": 0}, {"sentence": "c", "y": 1}])
+    _refused(
+        tmp_path,
+        pre,
+        r"no column finetune.text_column='text', finetune.label_column='label'; its columns "
+        r"are \['sentence', 'y'\]",
+        "finetune.task=files",
+        f"finetune.path={data}",
+    )
+
+
+def test_label_unseen_in_train(pre, tmp_path) -> None:
+    train = _write(tmp_path / "t.jsonl", [{"text": "a", "label": "x"}, {"text": "b", "label": "y"}])
+    val = _write(tmp_path / "v.jsonl", [{"text": "c", "label": "z"}])
+    _refused(
+        tmp_path,
+        pre,
+        r"validation split has the label\(s\) 'z' that no train example has",
+        "finetune.task=files",
+        f"finetune.path={{train: {train}, validation: {val}, test: {val}}}",
+    )
+
+
+def test_a_single_class(pre, tmp_path) -> None:
+    data = _write(tmp_path / "d.jsonl", [{"text": str(i), "label": "x"} for i in range(20)])
+    _refused(tmp_path, pre, "two classes at least", "finetune.task=files", f"finetune.path={data}")
+
+
+def test_an_empty_split(pre, tmp_path) -> None:
+    train = _write(tmp_path / "t.jsonl", [{"text": "a", "label": 0}, {"text": "b", "label": 1}])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    _refused(
+        tmp_path,
+        pre,
+        "the validation split holds no example",
+        "finetune.task=files",
+        f"finetune.path={{train: {train}, validation: {empty}, test: {train}}}",
+    )
+
+
+def test_pairs_given_to_a_task_without_them(pre, tmp_path) -> None:
+    _refused(tmp_path, pre, "builtin task .* has no second text", "finetune.text_pair_column=b")
+    with pytest.raises(ValueError, match="GLUE's sst2 \\(single sentences\\)"):
+        load_task("sst2", columns=Columns(pair="sentence2"))
+
+
+def test_glue_offline_fails_fast_in_one_line(pre, tmp_path) -> None:
+    _refused(
+        tmp_path, pre, "cannot load GLUE's sst2: the Hugging Face Hub is", "finetune.task=sst2"
+    )
+
+
+def test_finetuned_checkpoint_where_a_pretrained_one_is_needed(tuned, tmp_path) -> None:
+    done = Path(tuned["decoder"]["pretrained"]["best_ckpt"])
+    pre = tuned["decoder"]["pre"]
+    with pytest.raises(ValueError, match="already trained to its end; mode=finetune needs a "):
+        finetune(done, tmp_path / "again")
+    for mode in ("train", "eval", "attention", "heads"):  # generate classifies, export writes it
+        cfg = compose_config(f"mode={mode}", f"ckpt_path={done}", f"output_dir={tmp_path}")
+        with pytest.raises(ValueError, match=f"mode={mode} needs a pretrained checkpoint") as err:
+            run(cfg)
+        assert str(pre.resolve()) in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "again").exists()
+
+
+def test_finetune_keys_with_a_typo_get_a_did_you_mean() -> None:
+    with pytest.raises(ValueError, match=r"finetune.epoch \(did you mean finetune.epochs\?\)"):
+        check_command_line(["mode=finetune", "finetune.epoch=3"])
+    with pytest.raises(ValueError, match=r"finetune.task=sst3 is unknown \(did you mean sst2\?\)"):
+        finetune(Path("unused.ckpt"), Path("unused"), "finetune.task=sst3")
+
+
+def test_resume_with_other_settings_is_refused(tuned, tmp_path) -> None:
+    runs = tuned["decoder"]
+    with pytest.raises(Interrupted):
+        finetune(runs["pre"], tmp_path / "cut", *runs["data"], callbacks=[SignalAtStep(2)])
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    with pytest.raises(ValueError, match=r"finetune.lr=0.01 \(checkpoint: 0.001\)"):
+        finetune(last, tmp_path / "other", *runs["data"], "finetune.lr=1e-2")
+
+
+# ------------------------------------------------------------------------ the HF export
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])  # GPT-NeoX (rope) and BERT
+def test_hf_export_of_a_classifier_matches_and_runs_in_a_pipeline(tuned, tmp_path, arch) -> None:
+    transformers = pytest.importorskip("transformers")
+    best = tuned[arch]["pretrained"]["best_ckpt"]
+    out = tmp_path / "hf"
+    run(
+        compose_config(
+            "mode=export",
+            f"ckpt_path={best}",
+            "export.format=hf",
+            f"export.path={out}",
+            f"output_dir={tmp_path}",
+        )
+    )
+    loaded = load_classifier(best)
+    names = loaded.hparams["classifier"]["label_names"]
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    texts = ["the for while range statement", "raise"]
+    rows = encode_examples(
+        [Example(t, None, 0) for t in texts], tokenizer, arch=arch, max_len=64, token_types=False
+    )
+    batch = PadCollator(special_tokens_of(tokenizer).pad_id)(rows)
+    with torch.no_grad():
+        ours = loaded.model(batch["input_ids"], batch["attention_mask"])  # (B, K)
+    hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(out)
+    assert type(hf_model).__name__ == (
+        "GPTNeoXForSequenceClassification" if arch == "decoder" else "BertForSequenceClassification"
+    )
+    assert hf_model.config.id2label == dict(enumerate(names))
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    encoded = hf_tokenizer(texts, padding=True, return_tensors="pt")
+    assert encoded["input_ids"].tolist() == batch["input_ids"].tolist()  # the same framing
+    with torch.no_grad():
+        theirs = hf_model(
+            input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]
+        ).logits
+    torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=0)
+    pipe = transformers.pipeline("text-classification", model=str(out), device="cpu")
+    (answer,) = pipe(texts[:1])
+    probs = ours[0].softmax(-1)
+    assert answer["label"] == names[int(probs.argmax())]
+    assert answer["score"] == pytest.approx(float(probs.max()), abs=1e-4)
+
+
+def test_export_refuses_safetensors_for_a_classifier_and_a_language_model_as_one(tuned) -> None:
+    best = tuned["encoder"]["pretrained"]["best_ckpt"]
+    with pytest.raises(ValueError, match="fine-tuned classifier: export it with export.format=hf"):
+        run(compose_config("mode=export", f"ckpt_path={best}", "output_dir=unused"))
+    with pytest.raises(ValueError, match="not a fine-tuned classifier; fine-tune it first"):
+        load_classifier(tuned["encoder"]["pre"])
+
+
+def test_generate_on_a_classifier_prints_the_label_and_its_probability(tuned, capsys) -> None:
+    best = tuned["encoder"]["pretrained"]["best_ckpt"]
+    cfg = compose_config(
+        "mode=generate", f"ckpt_path={best}", "prompt=raise except try", "output_dir=o"
+    )
+    prediction = run(cfg)
+    loaded = load_classifier(best)
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    rows = encode_examples(
+        [Example("raise except try", None, 0)],
+        tokenizer,
+        arch="encoder",
+        max_len=64,
+        token_types=False,
+    )
+    batch = PadCollator(special_tokens_of(tokenizer).pad_id)(rows)
+    with torch.no_grad():
+        probs = loaded.model(batch["input_ids"], batch["attention_mask"])[0].softmax(-1)
+    names = loaded.hparams["classifier"]["label_names"]
+    assert prediction["label"] == names[int(probs.argmax())]
+    assert prediction["probability"] == pytest.approx(float(probs.max()), abs=1e-6)
+    assert f"{prediction['label']} (p={float(probs.max()):.3f})" in capsys.readouterr().out
