@@ -163,12 +163,6 @@ NOT_RUNNABLE = {
     "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
-    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 --versus "
-    "trainer.precision=bf16-mixed --versus trainer.compile=true --versus "
-    '"trainer.precision=bf16-mixed trainer.compile=true"': (
-        "too long: 4 configurations of 2000 steps, 2 compiled; --versus runs in the fast "
-        "preset's command, both settings train in tests/test_precision.py"
-    ),
     "python train.py trainer.compile=true": (
         "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
         "slow test trains compiled (trainer=gpu's settings on the CPU)"
@@ -240,11 +234,25 @@ QUICK = {
         *("--document-mask", "--shape", "shakespeare_char", "--max-seq-len", "256"),
         *("--rounds", "1", "--steps", "2", "--warmup", "1", "--no-memory"),
     ],
-    # Without --compile: inductor would compile for ~30-80 s (tests/test_precision.py compiles).
-    "python -m bench.train_step --shape default --precision bf16-mixed --compile "
-    '--candidates lightning "bare fused"': [
+    "OMP_NUM_THREADS=1 python -m bench.train_step --shape default --precision bf16-mixed "
+    '--candidates lightning "lightning muon" --rounds 3': [
         *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
-        *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning", "bare fused"),
+        *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning"),
+        "lightning muon",
+    ],
+    # Without --compile: inductor would compile for ~30-80 s (tests/test_precision.py compiles).
+    "OMP_NUM_THREADS=1 python -m bench.train_step --shape shakespeare_char --precision "
+    'bf16-mixed --compile --candidates lightning "lightning muon" --rounds 3': [
+        *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
+        *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning"),
+    ],
+    "python -m bench.generate --bf16": [
+        *("--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1", "--bf16"),
+    ],
+    "OMP_NUM_THREADS=1 python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
+    "--versus experiment=shakespeare_char_fast": [
+        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
+        *("--versus", "experiment=shakespeare_char_fast", "--", *SMALL_TRAIN),
     ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
