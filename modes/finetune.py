@@ -31,9 +31,10 @@ from data.labelled import Columns, LabelledTask, load_task
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.fitting import fit
-from modes.report import append_records, write_metrics
+from modes.report import append_records, warn, write_metrics
 from training.checkpoint import check_no_model_overrides, is_classifier, read_checkpoint
 from training.classification import ClassificationTask
+from training.precision import with_native_precision
 from training.trainer import finish_logger, training_trainer
 
 RESULTS_FILE = "eval.jsonl"
@@ -119,6 +120,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             log_every_n_steps=min(settings.trainer.log_every_n_steps, steps_per_epoch),
         ),
     )
+    trainer_settings, note = with_native_precision(trainer_settings)
+    if note and global_rank() == 0:
+        warn(note)
     timer = _TrainTimer()
     trainer = training_trainer(trainer_settings, out_dir, [*callbacks, timer])
     fit(trainer, module, datamodule, resume, trainer_settings)
