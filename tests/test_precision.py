@@ -370,3 +370,22 @@ def test_the_fallback_trains_and_evaluates_in_float32_and_the_record_says_so(
     # Scored in another precision: another evaluation, kept beside the first.
     assert sorted(json.loads(r)["precision"] for r in records) == ["32-true", "bf16-mixed"]
     assert seen[-1] == "bf16-mixed"
+
+
+def test_the_rotation_under_bf16_is_the_float32_rotation_rounded_once() -> None:
+    """Half-precision activations are rotated in float32 (faster on the CPU than bfloat16
+    kernels): the output and its gradient are the float32 ones, rounded to bfloat16 once."""
+    from models.attention import RotaryEmbedding, apply_rotary
+
+    torch.manual_seed(0)
+    cos, sin = RotaryEmbedding(16, 32)(torch.arange(32)[None])  # (1, T, D/2) each, float32
+    cos, sin = cos[:, :, None], sin[:, :, None]  # (1, T, 1, D/2)
+    x = torch.randn(2, 32, 3, 16).bfloat16().requires_grad_()  # (B, T, H, D)
+    wide = x.detach().float().requires_grad_()
+    out, reference = apply_rotary(x, cos, sin), apply_rotary(wide, cos, sin)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, reference.bfloat16())
+    grad = torch.randn(out.shape).bfloat16()
+    out.backward(grad)
+    reference.backward(grad.float())
+    assert x.grad.dtype == torch.bfloat16 and torch.equal(x.grad, wide.grad.bfloat16())
