@@ -209,6 +209,16 @@ def load_checkpoint(
         raise ValueError(
             f"{path}: the weights do not fit the model config stored in it ({err})"
         ) from None
+    return _loaded(path, model, config, hparams, checkpoint)
+
+
+def _loaded(
+    path: str | Path,
+    model: nn.Module,
+    config: ModelConfig,
+    hparams: dict[str, Any],
+    checkpoint: dict[str, Any],
+) -> LoadedCheckpoint:
     return LoadedCheckpoint(
         path=Path(path),
         model=model.eval(),
@@ -236,13 +246,7 @@ def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) 
     model.load_state_dict(
         {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
     )
-    return LoadedCheckpoint(
-        path=Path(path),
-        model=model.eval(),
-        config=config,
-        hparams=dict(hparams),
-        global_step=int(checkpoint.get("global_step", 0)),
-    )
+    return _loaded(path, model, config, hparams, checkpoint)
 
 
 def use_weights(model: nn.Module, weights: str, seed: int) -> None:
