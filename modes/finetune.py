@@ -27,7 +27,6 @@ from common.files import stable_hash
 from common.ranks import global_rank
 from conf.schema import Settings
 from data.classification import ClassificationDataModule, encode_examples
-from data.labelled import Columns, LabelledTask, load_task
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.fitting import fit
@@ -63,7 +62,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             f"({max_len} positions): give at most {max_len}, or null for all of it"
         )
     max_len = ft.max_seq_len or max_len
-    task = _load(settings)
+    task = settings.finetune.labelled_task()
     encoded = {
         split: encode_examples(
             examples,
@@ -166,19 +165,6 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 
 
 _METRIC_NAMES = ("loss", "accuracy", "f1", "mcc")
-
-
-def _load(settings: Settings) -> LabelledTask:
-    ft = settings.finetune
-    return load_task(
-        ft.task,
-        path=ft.path,
-        columns=Columns(ft.text_column, ft.text_pair_column, ft.label_column),
-        val_fraction=ft.val_fraction,
-        test_fraction=ft.test_fraction,
-        split_seed=ft.split_seed,
-        metric=ft.metric,
-    )
 
 
 def _resumable(ckpt: Path, checkpoint: dict[str, Any], settings: Settings) -> dict[str, Any]:

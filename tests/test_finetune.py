@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+import modes.eval
 from conf.command_line import check_command_line
+from conf.hydra_runtime import parse_settings
 from data.classification import PadCollator, encode_examples
 from data.labelled import Columns, Example, load_task
 from data.tokenizer import special_tokens_of, tokenizer_from_json
@@ -217,7 +220,8 @@ def test_finetuned_checkpoint_where_a_pretrained_one_is_needed(tuned, tmp_path) 
     pre = tuned["decoder"]["pre"]
     with pytest.raises(ValueError, match="already trained to its end; mode=finetune needs a "):
         finetune(done, tmp_path / "again")
-    for mode in ("train", "eval", "attention", "heads"):  # generate classifies, export writes it
+    # generate classifies, export writes it, eval scores it on labelled text
+    for mode in ("train", "attention", "heads"):
         cfg = compose_config(f"mode={mode}", f"ckpt_path={done}", f"output_dir={tmp_path}")
         with pytest.raises(ValueError, match=f"mode={mode} needs a pretrained checkpoint") as err:
             run(cfg)
@@ -318,3 +322,142 @@ def test_generate_on_a_classifier_prints_the_label_and_its_probability(tuned, ca
     assert prediction["label"] == names[int(probs.argmax())]
     assert prediction["probability"] == pytest.approx(float(probs.max()), abs=1e-6)
     assert f"{prediction['label']} (p={float(probs.max()):.3f})" in capsys.readouterr().out
+
+
+# ------------------------------------------------------ mode=eval on a fine-tuned checkpoint
+
+
+def _evaluate(ckpt: Path, *overrides: str) -> dict:
+    """mode=eval with ``overrides`` recorded as the command line's (compose() records none)."""
+    cfg = compose_config("mode=eval", f"ckpt_path={ckpt}", "output_dir=unused", *overrides)
+    typed = dict(o.split("=", 1) for o in overrides)
+    return modes.eval.run(replace(parse_settings(cfg), overrides=typed))
+
+
+def _records(where: Path) -> list[dict]:
+    return [json.loads(line) for line in (where / "eval.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def tuned_copy(tuned, tmp_path) -> Path:
+    """The fine-tuned encoder's best checkpoint, alone in a directory of this test's."""
+    target = tmp_path / "ft" / "best.ckpt"
+    target.parent.mkdir()
+    shutil.copy(tuned["encoder"]["pretrained"]["best_ckpt"], target)
+    return target
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_eval_scores_a_classifier_on_its_own_test_split_as_finetuning_did(
+    tuned, tmp_path, arch
+) -> None:
+    metrics = tuned[arch]["pretrained"]
+    ckpt = tmp_path / "best.ckpt"
+    shutil.copy(metrics["best_ckpt"], ckpt)
+    (row,) = _evaluate(ckpt)["results"]
+    assert (row["task"], row["split"], row["n"], row["metric"]) == ("files", "test", 5, "accuracy")
+    assert row["confusion"] == metrics["test_confusion"]
+    assert row["value"] == row["accuracy"] == pytest.approx(metrics["test_accuracy"], abs=1e-6)
+    assert row["loss"] == pytest.approx(metrics["test_loss"], abs=1e-5)
+    assert row["per_class"] == {
+        name: {
+            "n": sum(metrics["test_confusion"][i]),
+            "predicted": sum(r[i] for r in metrics["test_confusion"]),
+            "correct": metrics["test_confusion"][i][i],
+        }
+        for i, name in enumerate(metrics["label_names"])
+    }
+    (val,) = _evaluate(ckpt, "data.split=validation", "finetune.metric=mcc")["results"]
+    assert val["confusion"] == metrics["val_confusion"] and val["metric"] == "mcc"
+    assert val["value"] == pytest.approx(metrics["val_mcc"], abs=1e-6)
+    _evaluate(ckpt)  # the same evaluation again replaces its own record
+    records = _records(tmp_path)
+    assert [(r["split"], r["metric"]) for r in records] == [
+        ("validation", "mcc"),
+        ("test", "accuracy"),
+    ]
+    assert records[1]["checkpoint"] == str(ckpt.resolve()) and records[1]["n"] == 5
+
+
+def test_eval_scores_a_labelled_file_whole_against_the_classifier_itself(
+    tuned_copy, tmp_path, capsys
+) -> None:
+    rows = [{"sentence": t, "y": y} for t, y in [("for while", "loop"), ("raise try", "raise")]]
+    rows += [{"sentence": "def return lambda", "y": "call"}, {"sentence": "the range", "y": "loop"}]
+    data = _write(tmp_path / "heldout.jsonl", rows)
+    (row,) = _evaluate(
+        tuned_copy,
+        "finetune.task=files",
+        f"finetune.path={data}",
+        "finetune.text_column=sentence",
+        "finetune.label_column=y",
+    )["results"]
+    loaded = load_classifier(tuned_copy)
+    names = loaded.hparams["classifier"]["label_names"]
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    encoded = encode_examples(
+        [Example(r["sentence"], None, names.index(r["y"])) for r in rows],
+        tokenizer,
+        arch="encoder",
+        max_len=64,
+        token_types=False,
+    )
+    expected = [[0] * len(names) for _ in names]
+    for one in encoded:  # one example at a time: no padding to agree on
+        with torch.no_grad():
+            logits = loaded.model(
+                torch.tensor([one["input_ids"]]),
+                torch.ones(1, len(one["input_ids"]), dtype=torch.long),
+            )
+        expected[one["label"]][int(logits.argmax())] += 1
+    assert row["confusion"] == expected and row["n"] == 4
+    assert (row["data"], row["split"]) == (data, "all")
+    assert row["accuracy"] == pytest.approx(sum(expected[i][i] for i in range(3)) / 4)
+    out = capsys.readouterr().out
+    assert "| class | n | predicted | correct | recall |" in out and "| loop | 2 |" in out
+
+
+def _refused_eval(ckpt: Path, match: str, *overrides: str) -> None:
+    """One line, and no record written beside the checkpoint."""
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        _evaluate(ckpt, *overrides)
+    assert "\n" not in str(err.value) and re.search(match, str(err.value)), str(err.value)
+    assert not (ckpt.parent / "eval.jsonl").exists()
+
+
+def test_eval_of_a_classifier_refuses_language_model_options_and_unknown_labels(
+    tuned_copy, tmp_path
+) -> None:
+    lm_options = {"eval.stride=8": "eval.stride", "eval.pairs=builtin": "eval.pairs"}
+    lm_options["data.path=x.txt"] = "data.path"
+    for option, key in lm_options.items():
+        _refused_eval(
+            tuned_copy, f"{key} is for scoring a language model, but .* is a classifier", option
+        )
+    _refused_eval(tuned_copy, "finetune.lr is a fine-tuning setting", "finetune.lr=1e-2")
+    _refused_eval(
+        tuned_copy, "finetune.text_column describes the labelled text", "finetune.text_column=s"
+    )
+    data = _write(
+        tmp_path / "d.jsonl", [{"text": "a", "label": "loop"}, {"text": "b", "label": "x"}]
+    )
+    _refused_eval(
+        tuned_copy,
+        r"d.jsonl \(all of it\) has the label\(s\) 'x' that .* was not fine-tuned on \(its "
+        r"classes: 'call'",
+        "finetune.task=files",
+        f"finetune.path={data}",
+    )
+
+
+def test_eval_of_a_language_model_refuses_the_classifier_options(
+    tiny_checkpoints, tmp_path
+) -> None:
+    ckpt = _copy(tiny_checkpoints["decoder"], tmp_path)
+    _refused_eval(
+        ckpt,
+        "finetune.task chooses labelled text for a fine-tuned classifier, but .* is a language "
+        "model",
+        "finetune.task=files",
+        "finetune.path=labelled.csv",
+    )
