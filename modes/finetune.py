@@ -8,7 +8,8 @@ every epoch; the checkpoint of the best validation loss is scored on the test sp
 run directory gets ``metrics.json`` (every metric, the per-class counts) and the
 pretrained checkpoint's ``eval.jsonl`` gets one record, so that a checkpoint's evaluations
 accumulate in one place. A fine-tuned ``last.ckpt`` as ``ckpt_path`` resumes an
-interrupted fine-tune.
+interrupted fine-tune. A run directory as ``ckpt_path`` means its ``checkpoints/best.ckpt``; a
+sweep directory, every completed job's (``modes/finetune_sweep.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     started_at = time.time()
     out_dir = Path(settings.job.output_dir)
     ckpt = Path(settings.job.ckpt_path)
+    if ckpt.is_dir():  # a run directory: its best checkpoint; a sweep directory: every job's
+        own = ckpt / "checkpoints" / "best.ckpt"
+        if not own.is_file():
+            from modes import finetune_sweep
+
+            return finetune_sweep.run(settings, callbacks)
+        ckpt = own
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
     resume = None

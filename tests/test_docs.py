@@ -190,6 +190,14 @@ NOT_RUNNABLE = {
         "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
         "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
     ),
+    **dict.fromkeys(
+        [
+            "python train.py mode=finetune ckpt_path=$SWEEP",
+            "python train.py mode=finetune ckpt_path=$SWEEP finetune.init=scratch",
+        ],
+        "fine-tunes the 12 jobs of the docs' sweep, ~40 s even at two steps each; "
+        "tests/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
+    ),
     "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
         "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
         "is a mode=finetune run, as above"

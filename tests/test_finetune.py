@@ -461,3 +461,73 @@ def test_eval_of_a_language_model_refuses_the_classifier_options(
         "finetune.task=files",
         "finetune.path=labelled.csv",
     )
+
+
+# ------------------------------------------------ a pretraining sweep fine-tuned, job by job
+
+
+def _pretraining_sweep(
+    root: Path, tiny_checkpoints, jobs: list[tuple[str, str, str, float]]
+) -> Path:
+    """A sweep directory of (model, seed, status, best_val_loss) jobs: each job's metrics.json
+    and, but for a failed one, the tiny checkpoint of its model as checkpoints/best.ckpt."""
+    sweep = root / "sweep"
+    for number, (model, seed, status, loss) in enumerate(jobs):
+        job = sweep / str(number)
+        (job / "checkpoints").mkdir(parents=True)
+        if status != "failed":
+            arch = "decoder" if model == "gpt" else "encoder"
+            shutil.copy(tiny_checkpoints[arch], job / "checkpoints" / "best.ckpt")
+        overrides = {"model": model, "seed": seed}
+        metrics = {"status": status, "best_val_loss": loss, "overrides": overrides}
+        (job / "metrics.json").write_text(json.dumps(metrics))
+    return sweep
+
+
+def test_finetune_over_a_pretraining_sweep_groups_its_configurations(
+    tiny_checkpoints, tmp_path, capsys
+) -> None:
+    jobs = [("gpt", "1", "completed", 1.0), ("gpt", "2", "completed", 1.2)]
+    jobs += [("bert", "1", "completed", 2.0), ("bert", "2", "interrupted", 2.5)]
+    jobs += [("bert", "3", "failed", 9.0)]
+    sweep = _pretraining_sweep(tmp_path, tiny_checkpoints, jobs)
+    data = _task_file(tmp_path / "task.jsonl")
+    out = tmp_path / "tuned"
+    task = ["finetune.task=files", f"finetune.path={data}", "finetune.max_steps=2"]
+    results = finetune(sweep, out, *task, "finetune.metric=mcc")
+    assert sorted(p.name for p in out.iterdir()) == ["0", "1", "2"]  # the completed jobs
+    tuned = {n: json.loads((out / n / "metrics.json").read_text()) for n in ("0", "1", "2")}
+    for number, metrics in tuned.items():
+        assert metrics["pretrained"] == str(
+            (sweep / number / "checkpoints" / "best.ckpt").resolve()
+        )
+        assert metrics["step"] == 2 and metrics["metric"] == "mcc"
+        assert _records(sweep / number / "checkpoints")[0]["finetuned"] == metrics["best_ckpt"]
+    rows = {r[0]: r for r in _cells(results["configurations"])}
+    gpt_mean = (tuned["0"]["test_mcc"] + tuned["1"]["test_mcc"]) / 2
+    assert rows["gpt"][1:3] == ["2", "0"] and rows["bert"][1:3] == ["1", "2"]  # n, failed
+    assert rows["gpt"][3].startswith(f"{gpt_mean:.4f} ± ")
+    assert rows["bert"][3] == f"{tuned['2']['test_mcc']:.4f}"
+    assert rows["gpt"][-1] == "1.1" and rows["bert"][-1] == "2"  # pretraining_val_loss
+    summary = (sweep / "finetune_summary_files_pretrained.md").read_text()
+    assert results["configurations"] in summary and "test_mcc is the mean" in summary
+    assert results["configurations"] in capsys.readouterr().out
+
+
+def _cells(table: str) -> list[list[str]]:
+    """The body rows of a markdown table, cell by cell."""
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+
+
+def test_finetune_over_a_sweep_without_a_completed_job_is_refused(
+    tiny_checkpoints, tmp_path
+) -> None:
+    jobs = [("gpt", "1", "interrupted", 1.0), ("gpt", "2", "failed", 1.0)]
+    sweep = _pretraining_sweep(tmp_path, tiny_checkpoints, jobs)
+    out = tmp_path / "tuned"
+    with pytest.raises(
+        ValueError, match=r"no job of the sweep .* has completed \(0: interrupted, 1: failed\)"
+    ) as err:
+        finetune(sweep, out)
+    assert "\n" not in str(err.value) and not out.exists()
+    assert not (sweep / "0" / "checkpoints" / "eval.jsonl").exists()
