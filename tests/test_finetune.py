@@ -3,6 +3,7 @@ weights, resume to the same metric, and each bad input in one line with nothing 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -531,3 +532,43 @@ def test_finetune_over_a_sweep_without_a_completed_job_is_refused(
         finetune(sweep, out)
     assert "\n" not in str(err.value) and not out.exists()
     assert not (sweep / "0" / "checkpoints" / "eval.jsonl").exists()
+
+
+# ------------------------------------------------------ the summary of a sweep of fine-tunes
+
+
+def test_a_sweep_of_finetunes_is_ranked_by_the_task_metric_highest_first(tuned, tmp_path) -> None:
+    from modes.sweep_summary import ranking, write_sweep_summary
+
+    # Real fine-tunes' metrics.json, as a -m sweep over finetune.init and seed records them,
+    # with the task metric set apart so the ranking is known: scratch higher, but a worse loss.
+    sweep = tmp_path / "sweep"
+    base = {init: tuned["decoder"][init] for init in ("pretrained", "scratch")}
+    values = {"pretrained": (0.2, 0.25), "scratch": (0.8, 0.85)}
+    for number, (init, seed) in enumerate((i, s) for i in values for s in (0, 1)):
+        run_dir = sweep / str(number)
+        run_dir.mkdir(parents=True)
+        metrics = {
+            **base[init],
+            "test_accuracy": values[init][seed],
+            "best_val_loss": 1.0 + (init == "scratch"),
+        }
+        metrics["overrides"] = {"finetune.init": init, "seed": str(seed + 1)}
+        (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    assert (
+        ranking([json.loads((sweep / "0" / "metrics.json").read_text())]).metric == "test_accuracy"
+    )
+    written = write_sweep_summary(sweep)
+    assert not (sweep / "heatmap_val_loss.png").exists()
+    summary = (sweep / "summary.md").read_text()
+    table = summary.split("## Configurations")[1].split("## Runs")[0].strip()
+    header, *_ = table.splitlines()
+    assert "test_accuracy" in header.split("|")[4] and "test_mcc" in header
+    rows = {r[0]: r for r in _cells(table)}
+    assert rows["scratch"][3] == "0.8250 ± 0.0354" and rows["scratch"][4] == "best"
+    assert rows["pretrained"][4] == "-0.6000 (> 2 SE)"
+    assert "(the highest)" in summary
+    with open(sweep / "summary.csv") as f:
+        csv_rows = {r["finetune.init"]: r for r in csv.DictReader(f)}
+    assert float(csv_rows["pretrained"]["test_accuracy_mean"]) == pytest.approx(0.225)
+    assert sweep / "summary.md" in written
