@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from data.config import DataConfig
 from data.labelled import TASKS as FINETUNE_TASKS
+from data.labelled import Columns, LabelledTask, load_task
 from models.config import ModelConfig, check_field_types, closest, from_mapping
 
 EXPORT_FORMATS = ("safetensors", "hf")
@@ -539,6 +540,21 @@ class FinetuneConfig:
         for name in ("warmup_ratio", "val_fraction", "test_fraction"):
             if not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"finetune.{name}={getattr(self, name)} must be in [0, 1)")
+
+    def columns(self) -> Columns:
+        return Columns(self.text_column, self.text_pair_column, self.label_column)
+
+    def labelled_task(self) -> LabelledTask:
+        """The task's examples per split as these settings choose them (``data.labelled``)."""
+        return load_task(
+            self.task,
+            path=self.path,
+            columns=self.columns(),
+            val_fraction=self.val_fraction,
+            test_fraction=self.test_fraction,
+            split_seed=self.split_seed,
+            metric=self.metric,
+        )
 
 
 GROUPS = {

@@ -103,7 +103,7 @@ def load_task(
             raise ValueError(_no_pairs("the builtin task (one paragraph per example)"))
         raw, has_pairs, known_by = {"train": builtin_examples()}, False, "accuracy"
     elif task == "files":
-        raw, has_pairs = _files_examples(path, columns), columns.pair is not None
+        raw, has_pairs = files_examples(path, columns), columns.pair is not None
         known_by = "accuracy"
     else:
         glue = GLUE[task]
@@ -114,7 +114,10 @@ def load_task(
     names = label_names(raw["train"])
     return LabelledTask(
         name=task,
-        splits={split: _with_ids(examples, names, split) for split, examples in raw.items()},
+        splits={
+            split: with_label_ids(examples, names, f"the {split} split")
+            for split, examples in raw.items()
+        },
         label_names=names,
         has_pairs=has_pairs,
         metric=metric or known_by,
@@ -189,26 +192,39 @@ def _label_order(name: str) -> tuple[int, float, str]:
         return (1, 0.0, name)
 
 
-def _with_ids(examples: list[RawExample], names: list[str], split: str) -> list[Example]:
+def with_label_ids(
+    examples: list[RawExample], names: list[str], where: str, classifier: str | None = None
+) -> list[Example]:
+    """``examples`` with their labels as ids of ``names`` (the classes); a label outside them
+    is refused. ``where`` names the examples in errors ("the test split"); ``classifier``: the
+    fine-tuned checkpoint whose classes ``names`` are, when it scores them."""
     if not examples:
         raise ValueError(
-            f"the {split} split holds no example; give it labelled text (or raise "
+            f"{where} holds no example; give it labelled text (or raise "
             "finetune.val_fraction / finetune.test_fraction when it is carved from train)"
         )
     ids = {name: i for i, name in enumerate(names)}
     unseen = sorted({str(label) for _, _, label in examples} - set(ids), key=_label_order)
     if unseen:
+        shown, known = ", ".join(map(repr, unseen[:5])), ", ".join(map(repr, names[:10]))
+        if classifier is not None:
+            raise ValueError(
+                f"{where} has the label(s) {shown} that {classifier} was not fine-tuned on "
+                f"(its classes: {known}); score it on text labelled with its classes "
+                "(finetune.label_column names the column)"
+            )
         raise ValueError(
-            f"the {split} split has the label(s) {', '.join(map(repr, unseen[:5]))} that no "
-            f"train example has (train's: {', '.join(map(repr, names[:10]))}); a classifier "
-            "cannot predict a class it never saw: fix the labels or add train examples"
+            f"{where} has the label(s) {shown} that no train example has (train's: {known}); "
+            "a classifier cannot predict a class it never saw: fix the labels or add train "
+            "examples"
         )
     return [Example(text, pair, ids[str(label)]) for text, pair, label in examples]
 
 
-def _files_examples(
+def files_examples(
     path: str | dict[str, str] | None, columns: Columns
 ) -> dict[str, list[RawExample]]:
+    """The rows of ``finetune.path`` (one file: its train split; a mapping: each split's)."""
     if not path:
         raise ValueError(
             "finetune.task=files needs finetune.path=FILE (.csv, .jsonl or .parquet) or "

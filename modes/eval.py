@@ -46,6 +46,7 @@ from modes.summary import (
 from training.checkpoint import (
     check_language_model,
     check_no_model_overrides,
+    is_classifier,
     read_checkpoint,
     use_weights,
 )
@@ -104,15 +105,26 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         return eval_harness.run(settings, callbacks)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
+    first = read_checkpoint(checkpoints[0])  # a fine-tuned classifier is scored on labelled text
+    from modes import eval_classifier
+
+    if is_classifier(first["hyper_parameters"]):
+        return eval_classifier.run(settings, checkpoints, first, callbacks)
+    eval_classifier.check_no_classifier_options(settings, checkpoints[0])
+    read = {checkpoints[0]: first}  # each checkpoint read once
+    del first
     if settings.eval.pairs is None:
         columns = COLUMNS if settings.heads.prune is None else (*COLUMNS, "heads_pruned")
         settings, note = with_native_precision(settings)
         if note:
             warn(note)
-        rows = [evaluate_checkpoint(ckpt, settings, callbacks) for ckpt in checkpoints]
+        rows = [
+            evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None))
+            for ckpt in checkpoints
+        ]
     else:
         columns = eval_pairs.COLUMNS
-        rows = eval_pairs.evaluate_all(checkpoints, settings)
+        rows = eval_pairs.evaluate_all(checkpoints, settings, read)
     print(markdown_table(columns, [{c: format_value(r.get(c)) for c in columns} for r in rows]))
     results: dict[str, Any] = {"results": rows}
     if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
@@ -154,10 +166,13 @@ def by_configuration(
 
 
 def evaluate_checkpoint(
-    ckpt: Path, settings: Settings, callbacks: Sequence[L.Callback] = ()
+    ckpt: Path,
+    settings: Settings,
+    callbacks: Sequence[L.Callback] = (),
+    checkpoint: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Score one checkpoint; returns its record."""
-    checkpoint = read_checkpoint(ckpt)
+    """Score one checkpoint (``checkpoint``: its contents, when read already); its record."""
+    checkpoint = checkpoint or read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
     check_language_model(ckpt, hparams, "eval")
     check_no_model_overrides(settings, hparams["model_config"], ckpt)

@@ -41,11 +41,18 @@ COLUMNS = (
 )
 
 
-def evaluate_all(checkpoints: Sequence[Path], settings: Settings) -> list[dict[str, Any]]:
-    """The records of every checkpoint on the pairs ``eval.pairs`` names (read once)."""
+def evaluate_all(
+    checkpoints: Sequence[Path], settings: Settings, read: dict[Path, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The records of every checkpoint on the pairs ``eval.pairs`` names (read once; ``read``:
+    the contents of those read already, taken out of it as they are used)."""
     _check_settings(settings)
     pair_set = read_pairs(settings.eval.pairs)
-    return [record for ckpt in checkpoints for record in evaluate_pairs(ckpt, settings, pair_set)]
+    return [
+        record
+        for ckpt in checkpoints
+        for record in evaluate_pairs(ckpt, settings, pair_set, read.pop(ckpt, None))
+    ]
 
 
 def _check_settings(settings: Settings) -> None:
@@ -59,10 +66,13 @@ def _check_settings(settings: Settings) -> None:
         )
 
 
-def evaluate_pairs(ckpt: Path, settings: Settings, pair_set: PairSet) -> list[dict[str, Any]]:
+def evaluate_pairs(
+    ckpt: Path, settings: Settings, pair_set: PairSet, checkpoint: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Score ``pair_set`` with one checkpoint (or, with eval.weights=untrained, with a fresh
-    network of its shape seeded by ``seed``); one record per paradigm, then the overall one."""
-    loaded = load_checkpoint(ckpt, "eval")
+    network of its shape seeded by ``seed``); one record per paradigm, then the overall one.
+    ``checkpoint``: its contents, when read already."""
+    loaded = load_checkpoint(ckpt, "eval", checkpoint)
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     use_weights(loaded.model, settings.eval.weights, settings.job.seed)
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)

@@ -8,7 +8,8 @@ every epoch; the checkpoint of the best validation loss is scored on the test sp
 run directory gets ``metrics.json`` (every metric, the per-class counts) and the
 pretrained checkpoint's ``eval.jsonl`` gets one record, so that a checkpoint's evaluations
 accumulate in one place. A fine-tuned ``last.ckpt`` as ``ckpt_path`` resumes an
-interrupted fine-tune.
+interrupted fine-tune. A run directory as ``ckpt_path`` means its ``checkpoints/best.ckpt``; a
+sweep directory, every completed job's (``modes/finetune_sweep.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from common.files import stable_hash
 from common.ranks import global_rank
 from conf.schema import Settings
 from data.classification import ClassificationDataModule, encode_examples
-from data.labelled import Columns, LabelledTask, load_task
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.fitting import fit
@@ -45,6 +45,13 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     started_at = time.time()
     out_dir = Path(settings.job.output_dir)
     ckpt = Path(settings.job.ckpt_path)
+    if ckpt.is_dir():  # a run directory: its best checkpoint; a sweep directory: every job's
+        own = ckpt / "checkpoints" / "best.ckpt"
+        if not own.is_file():
+            from modes import finetune_sweep
+
+            return finetune_sweep.run(settings, callbacks)
+        ckpt = own
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
     resume = None
@@ -64,7 +71,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             f"({max_len} positions): give at most {max_len}, or null for all of it"
         )
     max_len = ft.max_seq_len or max_len
-    task = _load(settings)
+    task = settings.finetune.labelled_task()
     encoded = {
         split: encode_examples(
             examples,
@@ -170,19 +177,6 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 
 
 _METRIC_NAMES = ("loss", "accuracy", "f1", "mcc")
-
-
-def _load(settings: Settings) -> LabelledTask:
-    ft = settings.finetune
-    return load_task(
-        ft.task,
-        path=ft.path,
-        columns=Columns(ft.text_column, ft.text_pair_column, ft.label_column),
-        val_fraction=ft.val_fraction,
-        test_fraction=ft.test_fraction,
-        split_seed=ft.split_seed,
-        metric=ft.metric,
-    )
 
 
 def _resumable(ckpt: Path, checkpoint: dict[str, Any], settings: Settings) -> dict[str, Any]:

@@ -8,19 +8,23 @@ Writes ``summary.md`` (configurations, then runs), ``summary.csv`` (configuratio
 ``runs.csv`` (runs), ``heatmap_val_loss.png`` and ``curves_val_loss.png`` (``modes/plots.py``).
 An Optuna search (``hydra/sweeper=optuna``) is one run per trial, numbered as Optuna numbers
 its trials; its summary names the best trial (the plugin's ``optimization_results.yaml``) and
-draws no heatmap (values drawn from a range fill one cell per row and column).
+draws no heatmap (values drawn from a range fill one cell per row and column). A sweep of
+fine-tunes (``mode=finetune``) is ranked by its task's metric on the test split, highest
+best, as its ``metrics.json`` names it (``test_accuracy``, ``test_f1``, ``test_mcc``), with
+the other test metrics as means and no heatmap (its colours rank the lowest best).
 """
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common.files import write_text_atomically
 from modes.plots import plot_curves, plot_heatmap
-from modes.report import collect_runs, format_value, markdown_table
+from modes.report import collect_runs, format_value, markdown_table, warn
 from modes.significance import ALPHA
 from modes.summary import (
     MEANS,
@@ -36,6 +40,14 @@ from modes.time_to_target import UNITS, target_rows, target_section
 # The columns of runs.csv after the swept keys: these two even when not swept, then results.
 _FIXED_KEYS = ("model.num_heads", "model.dropout")
 _RUN_COLUMNS = ("params", "best_val_loss", "val_ppl", "val_acc", "tokens_per_sec", "status")
+# A fine-tune's: the test split's metrics, its best validation loss, its speed.
+_FINETUNE_MEANS = (
+    "test_accuracy",
+    "test_f1",
+    "test_mcc",
+    "best_val_loss",
+    "examples_per_sec",
+)
 _TARGET_COLUMNS = (
     "reached",
     *(f"{unit}_to_target_{stat}" for unit in UNITS for stat in ("mean", "std")),
@@ -51,17 +63,31 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         return []
     keys = swept_keys(runs)
     config_keys = [k for k in keys if k != REPLICATE_KEY]
-    configs = group_runs(runs, config_keys)
-    rows = configuration_rows(configs)
-    run_columns = ["run", *keys, *(c for c in _FIXED_KEYS if c not in keys), *_RUN_COLUMNS]
+    ranked = ranking(runs)
+    configs = group_runs(runs, config_keys, ranked.metric, ranked.higher_is_better)
+    rows = configuration_rows(configs, ranked.means)
+    run_columns = ["run", *keys, *(c for c in _FIXED_KEYS if c not in keys), *ranked.run_columns]
     run_columns.append("error")
+    if target_loss is not None and ranked.fine_tunes:
+        warn("summary.target_loss reads pretraining's validation curve; fine-tunes have none")
+        target_loss = None
     target = target_rows(configs, target_loss) if target_loss is not None else None
     if target is not None:  # the per-configuration columns of summary.csv
         rows = [{**row, **extra} for row, extra in zip(rows, target, strict=True)]
     run_rows = [{c: format_value(_run_value(run, c)) for c in run_columns} for run in runs]
+    # configuration_rows names the compared metric's statistics best_val_loss_*: the csv
+    # names them by the metric
+    rows = [
+        {
+            **row,
+            f"{ranked.metric}_mean": row["best_val_loss_mean"],
+            f"{ranked.metric}_std": row["best_val_loss_std"],
+        }
+        for row in rows
+    ]
     numbers = [
-        "best_val_loss_mean",
-        "best_val_loss_std",
+        f"{ranked.metric}_mean",
+        f"{ranked.metric}_std",
         "vs_best",
         "exceeds_2se",
         "welch_p",
@@ -71,38 +97,73 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
     written = [
         _write_csv(
             sweep_dir / "summary.csv",
-            [*config_keys, "n", "failed", *numbers, *MEANS, *(_TARGET_COLUMNS if target else ())],
+            [
+                *config_keys,
+                "n",
+                "failed",
+                *numbers,
+                *ranked.means,
+                *(_TARGET_COLUMNS if target else ()),
+            ],
             rows,
         ),
         _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
     ]
     search = _search_result(sweep_dir)
-    explanation = _explanation(configs, rows, len(runs), search is not None)
+    explanation = _explanation(configs, rows, len(runs), search is not None, ranked)
     if search:
         explanation += " " + _best_trial(search, runs)
     markdown = (
         f"# Sweep {sweep_dir}\n\n{explanation}\n\n"
         "## Configurations\n\n"
-        + configuration_table(configs, rows, MEANS)
+        + configuration_table(configs, rows, ranked.means)
         + ("" if target is None else "\n" + target_section(configs, target, target_loss))
         + "\n## Runs\n\n"
         + markdown_table(run_columns, run_rows)
     )
     written.append(write_text_atomically(sweep_dir / "summary.md", markdown))
-    if config_keys and search is None:
+    if config_keys and search is None and not ranked.fine_tunes:  # its colours: lower is best
         written.append(plot_heatmap(configs, config_keys, sweep_dir / "heatmap_val_loss.png"))
     if any(r.get("val_curve") for r in runs):
         written.append(plot_curves(configs, sweep_dir / "curves_val_loss.png"))
     return written
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """What a sweep's configurations are compared by: pretraining runs by their best
+    validation loss (lowest best), fine-tunes by their task's metric on the test split
+    (highest best), as their metrics.json names it."""
+
+    metric: str = "best_val_loss"
+    higher_is_better: bool = False
+    means: tuple[str, ...] = MEANS
+    run_columns: tuple[str, ...] = _RUN_COLUMNS
+    fine_tunes: bool = False
+
+
+def ranking(runs: Sequence[dict[str, Any]]) -> Ranking:
+    """The ``Ranking`` of a sweep's runs: a fine-tune's when its completed runs are fine-tunes."""
+    tuned = [r for r in runs if r.get("status") == "completed" and r.get("mode") == "finetune"]
+    if not tuned:
+        return Ranking()
+    metric = f"test_{tuned[0]['metric']}"
+    means = tuple(m for m in _FINETUNE_MEANS if m != metric)
+    return Ranking(metric, True, means, (metric, *means, "status"), fine_tunes=True)
+
+
 def _explanation(
-    configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], n_runs: int, search: bool
+    configs: Sequence[Configuration],
+    rows: Sequence[dict[str, Any]],
+    n_runs: int,
+    search: bool,
+    ranked: Ranking,
 ) -> str:
+    highest = " (the highest)" if ranked.higher_is_better else ""
     text = (
-        f"{n_runs} runs in {len(configs)} configurations. best_val_loss is the mean ± "
+        f"{n_runs} runs in {len(configs)} configurations. {ranked.metric} is the mean ± "
         "sample standard deviation over a configuration's completed runs (seeds are "
-        "replicates); vs_best is its difference from the best configuration's mean, "
+        f"replicates); vs_best is its difference from the best configuration's mean{highest}, "
         '"> 2 SE" when that exceeds two standard errors of the difference. p_welch is '
         "the two-sided p-value of Welch's t-test against the best configuration, holm its "
         f"Holm-adjusted value over {_comparisons(rows)} with the best, significant at <= "

@@ -75,11 +75,13 @@ PLACEHOLDERS = {
     "RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
     "BERT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
     "SWEEP": r"multirun/2026-01-01/\d\d-\d\d-\d\d",
+    "FT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
 }
 PRODUCERS = {
     "RUN": "python train.py",
     "BERT_RUN": "python train.py model=bert",
     "SWEEP": "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2",
+    "FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt",
 }
 
 # What a training command gets (see the module docstring): a model of one layer, two steps.
@@ -113,8 +115,10 @@ READER_MODES = (
     "mode=heads",
     "mode=finetune",
 )
-# mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps.
-FINETUNE_STEPS = "finetune.max_steps=2"
+# mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps:
+# an epoch of the built-in task at this batch size, so it validates and writes the
+# checkpoints/best.ckpt that mode=eval ckpt_path=$FT_RUN reads.
+FINETUNE_STEPS = ["finetune.max_steps=2", "finetune.batch_size=512"]
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
 HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
@@ -179,6 +183,14 @@ NOT_RUNNABLE = {
     "finetune.init=pretrained,scratch seed=1,2,3": (
         "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
         "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
+    ),
+    **dict.fromkeys(
+        [
+            "python train.py mode=finetune ckpt_path=$SWEEP",
+            "python train.py mode=finetune ckpt_path=$SWEEP finetune.init=scratch",
+        ],
+        "fine-tunes the 12 jobs of the docs' sweep, ~40 s even at two steps each; "
+        "tests/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
     ),
     "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
         "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
@@ -309,6 +321,7 @@ PROMISES = {
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
+    "python train.py mode=eval ckpt_path=$FT_RUN": ["$FT_RUN/eval.jsonl"],
     "python train.py mode=heads ckpt_path=$RUN/checkpoints/best.ckpt": [
         *("$RUN/checkpoints/heads.json", "$RUN/checkpoints/heads.png"),
         "$RUN/checkpoints/prune_curve.png",
@@ -377,7 +390,7 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
         if not any(k == "logger" or k.startswith("logger.") for k in keys):
             result.append("logger=none")
     if tiny and "mode=finetune" in args and "finetune.max_steps" not in keys:
-        result.extend([FINETUNE_STEPS, "logger=none"])
+        result.extend([*FINETUNE_STEPS, "logger=none"])
     return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
 
 
@@ -427,6 +440,8 @@ def write_inputs(ws: Path) -> None:
     """The small files the docs' commands name, in the scratch directory."""
     from pydoc_data.topics import topics
 
+    from data.labelled import builtin_examples
+
     paragraphs = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if p.strip()]
     text = "\n\n".join(paragraphs)
     (ws / "corpus.txt").write_text(text[:60_000])
@@ -445,6 +460,9 @@ def write_inputs(ws: Path) -> None:
         for p in paragraphs[:60]
     ]
     (ws / "labelled.csv").write_text("\n".join(labelled) + "\n")
+    # Paragraphs labelled with the built-in task's topics: what a fine-tune on it scores.
+    topics_rows = [{"text": t, "label": label} for t, _, label in builtin_examples()[::25]]
+    (ws / "topics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in topics_rows))
     (ws / "big.txt").write_text(text[:200_000])
     shakespeare = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.is_file() else text[:60_000]
     (ws / "path" / "to").mkdir(parents=True)

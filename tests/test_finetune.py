@@ -3,15 +3,19 @@ weights, resume to the same metric, and each bad input in one line with nothing 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+import modes.eval
 from conf.command_line import check_command_line
+from conf.hydra_runtime import parse_settings
 from data.classification import PadCollator, encode_examples
 from data.labelled import Columns, Example, load_task
 from data.tokenizer import special_tokens_of, tokenizer_from_json
@@ -217,7 +221,8 @@ def test_finetuned_checkpoint_where_a_pretrained_one_is_needed(tuned, tmp_path) 
     pre = tuned["decoder"]["pre"]
     with pytest.raises(ValueError, match="already trained to its end; mode=finetune needs a "):
         finetune(done, tmp_path / "again")
-    for mode in ("train", "eval", "attention", "heads"):  # generate classifies, export writes it
+    # generate classifies, export writes it, eval scores it on labelled text
+    for mode in ("train", "attention", "heads"):
         cfg = compose_config(f"mode={mode}", f"ckpt_path={done}", f"output_dir={tmp_path}")
         with pytest.raises(ValueError, match=f"mode={mode} needs a pretrained checkpoint") as err:
             run(cfg)
@@ -318,3 +323,252 @@ def test_generate_on_a_classifier_prints_the_label_and_its_probability(tuned, ca
     assert prediction["label"] == names[int(probs.argmax())]
     assert prediction["probability"] == pytest.approx(float(probs.max()), abs=1e-6)
     assert f"{prediction['label']} (p={float(probs.max()):.3f})" in capsys.readouterr().out
+
+
+# ------------------------------------------------------ mode=eval on a fine-tuned checkpoint
+
+
+def _evaluate(ckpt: Path, *overrides: str) -> dict:
+    """mode=eval with ``overrides`` recorded as the command line's (compose() records none)."""
+    cfg = compose_config("mode=eval", f"ckpt_path={ckpt}", "output_dir=unused", *overrides)
+    typed = dict(o.split("=", 1) for o in overrides)
+    return modes.eval.run(replace(parse_settings(cfg), overrides=typed))
+
+
+def _records(where: Path) -> list[dict]:
+    return [json.loads(line) for line in (where / "eval.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def tuned_copy(tuned, tmp_path) -> Path:
+    """The fine-tuned encoder's best checkpoint, alone in a directory of this test's."""
+    target = tmp_path / "ft" / "best.ckpt"
+    target.parent.mkdir()
+    shutil.copy(tuned["encoder"]["pretrained"]["best_ckpt"], target)
+    return target
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_eval_scores_a_classifier_on_its_own_test_split_as_finetuning_did(
+    tuned, tmp_path, arch
+) -> None:
+    metrics = tuned[arch]["pretrained"]
+    ckpt = tmp_path / "best.ckpt"
+    shutil.copy(metrics["best_ckpt"], ckpt)
+    (row,) = _evaluate(ckpt)["results"]
+    assert (row["task"], row["split"], row["n"], row["metric"]) == ("files", "test", 5, "accuracy")
+    assert row["confusion"] == metrics["test_confusion"]
+    assert row["value"] == row["accuracy"] == pytest.approx(metrics["test_accuracy"], abs=1e-6)
+    assert row["loss"] == pytest.approx(metrics["test_loss"], abs=1e-5)
+    assert row["per_class"] == {
+        name: {
+            "n": sum(metrics["test_confusion"][i]),
+            "predicted": sum(r[i] for r in metrics["test_confusion"]),
+            "correct": metrics["test_confusion"][i][i],
+        }
+        for i, name in enumerate(metrics["label_names"])
+    }
+    (val,) = _evaluate(ckpt, "data.split=validation", "finetune.metric=mcc")["results"]
+    assert val["confusion"] == metrics["val_confusion"] and val["metric"] == "mcc"
+    assert val["value"] == pytest.approx(metrics["val_mcc"], abs=1e-6)
+    _evaluate(ckpt)  # the same evaluation again replaces its own record
+    records = _records(tmp_path)
+    assert [(r["split"], r["metric"]) for r in records] == [
+        ("validation", "mcc"),
+        ("test", "accuracy"),
+    ]
+    assert records[1]["checkpoint"] == str(ckpt.resolve()) and records[1]["n"] == 5
+
+
+def test_eval_scores_a_labelled_file_whole_against_the_classifier_itself(
+    tuned_copy, tmp_path, capsys
+) -> None:
+    rows = [{"sentence": t, "y": y} for t, y in [("for while", "loop"), ("raise try", "raise")]]
+    rows += [{"sentence": "def return lambda", "y": "call"}, {"sentence": "the range", "y": "loop"}]
+    data = _write(tmp_path / "heldout.jsonl", rows)
+    (row,) = _evaluate(
+        tuned_copy,
+        "finetune.task=files",
+        f"finetune.path={data}",
+        "finetune.text_column=sentence",
+        "finetune.label_column=y",
+    )["results"]
+    loaded = load_classifier(tuned_copy)
+    names = loaded.hparams["classifier"]["label_names"]
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+    encoded = encode_examples(
+        [Example(r["sentence"], None, names.index(r["y"])) for r in rows],
+        tokenizer,
+        arch="encoder",
+        max_len=64,
+        token_types=False,
+    )
+    expected = [[0] * len(names) for _ in names]
+    for one in encoded:  # one example at a time: no padding to agree on
+        with torch.no_grad():
+            logits = loaded.model(
+                torch.tensor([one["input_ids"]]),
+                torch.ones(1, len(one["input_ids"]), dtype=torch.long),
+            )
+        expected[one["label"]][int(logits.argmax())] += 1
+    assert row["confusion"] == expected and row["n"] == 4
+    assert (row["data"], row["split"]) == (data, "all")
+    assert row["accuracy"] == pytest.approx(sum(expected[i][i] for i in range(3)) / 4)
+    out = capsys.readouterr().out
+    assert "| class | n | predicted | correct | recall |" in out and "| loop | 2 |" in out
+
+
+def _refused_eval(ckpt: Path, match: str, *overrides: str) -> None:
+    """One line, and no record written beside the checkpoint."""
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        _evaluate(ckpt, *overrides)
+    assert "\n" not in str(err.value) and re.search(match, str(err.value)), str(err.value)
+    assert not (ckpt.parent / "eval.jsonl").exists()
+
+
+def test_eval_of_a_classifier_refuses_language_model_options_and_unknown_labels(
+    tuned_copy, tmp_path
+) -> None:
+    lm_options = {"eval.stride=8": "eval.stride", "eval.pairs=builtin": "eval.pairs"}
+    lm_options["data.path=x.txt"] = "data.path"
+    for option, key in lm_options.items():
+        _refused_eval(
+            tuned_copy, f"{key} is for scoring a language model, but .* is a classifier", option
+        )
+    _refused_eval(tuned_copy, "finetune.lr is a fine-tuning setting", "finetune.lr=1e-2")
+    _refused_eval(
+        tuned_copy, "finetune.text_column describes the labelled text", "finetune.text_column=s"
+    )
+    data = _write(
+        tmp_path / "d.jsonl", [{"text": "a", "label": "loop"}, {"text": "b", "label": "x"}]
+    )
+    _refused_eval(
+        tuned_copy,
+        r"d.jsonl \(all of it\) has the label\(s\) 'x' that .* was not fine-tuned on \(its "
+        r"classes: 'call'",
+        "finetune.task=files",
+        f"finetune.path={data}",
+    )
+
+
+def test_eval_of_a_language_model_refuses_the_classifier_options(
+    tiny_checkpoints, tmp_path
+) -> None:
+    ckpt = _copy(tiny_checkpoints["decoder"], tmp_path)
+    _refused_eval(
+        ckpt,
+        "finetune.task chooses labelled text for a fine-tuned classifier, but .* is a language "
+        "model",
+        "finetune.task=files",
+        "finetune.path=labelled.csv",
+    )
+
+
+# ------------------------------------------------ a pretraining sweep fine-tuned, job by job
+
+
+def _pretraining_sweep(
+    root: Path, tiny_checkpoints, jobs: list[tuple[str, str, str, float]]
+) -> Path:
+    """A sweep directory of (model, seed, status, best_val_loss) jobs: each job's metrics.json
+    and, but for a failed one, the tiny checkpoint of its model as checkpoints/best.ckpt."""
+    sweep = root / "sweep"
+    for number, (model, seed, status, loss) in enumerate(jobs):
+        job = sweep / str(number)
+        (job / "checkpoints").mkdir(parents=True)
+        if status != "failed":
+            arch = "decoder" if model == "gpt" else "encoder"
+            shutil.copy(tiny_checkpoints[arch], job / "checkpoints" / "best.ckpt")
+        overrides = {"model": model, "seed": seed}
+        metrics = {"status": status, "best_val_loss": loss, "overrides": overrides}
+        (job / "metrics.json").write_text(json.dumps(metrics))
+    return sweep
+
+
+def test_finetune_over_a_pretraining_sweep_groups_its_configurations(
+    tiny_checkpoints, tmp_path, capsys
+) -> None:
+    jobs = [("gpt", "1", "completed", 1.0), ("gpt", "2", "completed", 1.2)]
+    jobs += [("bert", "1", "completed", 2.0), ("bert", "2", "interrupted", 2.5)]
+    jobs += [("bert", "3", "failed", 9.0)]
+    sweep = _pretraining_sweep(tmp_path, tiny_checkpoints, jobs)
+    data = _task_file(tmp_path / "task.jsonl")
+    out = tmp_path / "tuned"
+    task = ["finetune.task=files", f"finetune.path={data}", "finetune.max_steps=2"]
+    results = finetune(sweep, out, *task, "finetune.metric=mcc")
+    assert sorted(p.name for p in out.iterdir()) == ["0", "1", "2"]  # the completed jobs
+    tuned = {n: json.loads((out / n / "metrics.json").read_text()) for n in ("0", "1", "2")}
+    for number, metrics in tuned.items():
+        assert metrics["pretrained"] == str(
+            (sweep / number / "checkpoints" / "best.ckpt").resolve()
+        )
+        assert metrics["step"] == 2 and metrics["metric"] == "mcc"
+        assert _records(sweep / number / "checkpoints")[0]["finetuned"] == metrics["best_ckpt"]
+    rows = {r[0]: r for r in _cells(results["configurations"])}
+    gpt_mean = (tuned["0"]["test_mcc"] + tuned["1"]["test_mcc"]) / 2
+    assert rows["gpt"][1:3] == ["2", "0"] and rows["bert"][1:3] == ["1", "2"]  # n, failed
+    assert rows["gpt"][3].startswith(f"{gpt_mean:.4f} ± ")
+    assert rows["bert"][3] == f"{tuned['2']['test_mcc']:.4f}"
+    assert rows["gpt"][-1] == "1.1" and rows["bert"][-1] == "2"  # pretraining_val_loss
+    summary = (sweep / "finetune_summary_files_pretrained.md").read_text()
+    assert results["configurations"] in summary and "test_mcc is the mean" in summary
+    assert results["configurations"] in capsys.readouterr().out
+
+
+def _cells(table: str) -> list[list[str]]:
+    """The body rows of a markdown table, cell by cell."""
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+
+
+def test_finetune_over_a_sweep_without_a_completed_job_is_refused(
+    tiny_checkpoints, tmp_path
+) -> None:
+    jobs = [("gpt", "1", "interrupted", 1.0), ("gpt", "2", "failed", 1.0)]
+    sweep = _pretraining_sweep(tmp_path, tiny_checkpoints, jobs)
+    out = tmp_path / "tuned"
+    with pytest.raises(
+        ValueError, match=r"no job of the sweep .* has completed \(0: interrupted, 1: failed\)"
+    ) as err:
+        finetune(sweep, out)
+    assert "\n" not in str(err.value) and not out.exists()
+    assert not (sweep / "0" / "checkpoints" / "eval.jsonl").exists()
+
+
+# ------------------------------------------------------ the summary of a sweep of fine-tunes
+
+
+def test_a_sweep_of_finetunes_is_ranked_by_the_task_metric_highest_first(tuned, tmp_path) -> None:
+    from modes.sweep_summary import ranking, write_sweep_summary
+
+    # Real fine-tunes' metrics.json, as a -m sweep over finetune.init and seed records them,
+    # with the task metric set apart so the ranking is known: scratch higher, but a worse loss.
+    sweep = tmp_path / "sweep"
+    base = {init: tuned["decoder"][init] for init in ("pretrained", "scratch")}
+    values = {"pretrained": (0.2, 0.25), "scratch": (0.8, 0.85)}
+    for number, (init, seed) in enumerate((i, s) for i in values for s in (0, 1)):
+        run_dir = sweep / str(number)
+        run_dir.mkdir(parents=True)
+        metrics = {
+            **base[init],
+            "test_accuracy": values[init][seed],
+            "best_val_loss": 1.0 + (init == "scratch"),
+        }
+        metrics["overrides"] = {"finetune.init": init, "seed": str(seed + 1)}
+        (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    assert (
+        ranking([json.loads((sweep / "0" / "metrics.json").read_text())]).metric == "test_accuracy"
+    )
+    written = write_sweep_summary(sweep)
+    assert not (sweep / "heatmap_val_loss.png").exists()
+    summary = (sweep / "summary.md").read_text()
+    table = summary.split("## Configurations")[1].split("## Runs")[0].strip()
+    header, *_ = table.splitlines()
+    assert "test_accuracy" in header.split("|")[4] and "test_mcc" in header
+    rows = {r[0]: r for r in _cells(table)}
+    assert rows["scratch"][3] == "0.8250 ± 0.0354" and rows["scratch"][4] == "best"
+    assert rows["pretrained"][4] == "-0.6000 (> 2 SE)"
+    assert "(the highest)" in summary
+    with open(sweep / "summary.csv") as f:
+        csv_rows = {r["finetune.init"]: r for r in csv.DictReader(f)}
+    assert float(csv_rows["pretrained"]["test_accuracy_mean"]) == pytest.approx(0.225)
+    assert sweep / "summary.md" in written

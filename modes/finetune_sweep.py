@@ -1,0 +1,114 @@
+"""``mode=finetune ckpt_path=SWEEP_DIR``: every completed job of a pretraining sweep fine-tuned,
+and its configurations compared on the task (``modes/finetune.py`` dispatches here).
+
+The jobs' checkpoints are the ones ``mode=eval`` finds in a sweep directory (each job's
+``checkpoints/best.ckpt``, ``modes.inference.checkpoints_to_evaluate``); a job whose
+``metrics.json`` does not say ``completed`` is not fine-tuned and counts as failed. Each
+fine-tune is ``mode=finetune`` on one job's checkpoint with this command's settings (the same
+``seed`` for every job: the pretraining's seeds are the replicates), into its own run
+directory ``OUTPUT_DIR/JOB``, with its record in that job's ``eval.jsonl``. The jobs are then
+grouped as the sweep summary groups them (by the pretraining's swept keys but the seed,
+``modes/summary.py``): one row per pretraining configuration with the task metric on the
+test split as mean ± std over its jobs, its difference from the best (the highest) against
+2 standard errors, and the pretraining's best validation loss beside it, which says whether
+the better-loss configuration is also the better model on the task. The table is printed and
+written to ``finetune_summary_TASK_INIT.md`` in the sweep directory (a re-run with the same
+task and init replaces it; the others stay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from common.files import write_text_atomically
+from conf.schema import Settings
+from modes import finetune
+from modes.inference import checkpoints_to_evaluate
+from modes.report import collect_runs, format_value, markdown_table
+from modes.summary import (
+    REPLICATE_KEY,
+    configuration_rows,
+    configuration_table,
+    group_runs,
+    swept_keys,
+)
+
+PRETRAINING_LOSS = "pretraining_val_loss"  # a job's best validation loss in pretraining
+
+
+def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    sweep = Path(settings.job.ckpt_path)
+    jobs = completed_jobs(sweep)
+    out_dir = Path(settings.job.output_dir)
+    runs = []
+    for job in collect_runs(sweep):
+        best = jobs.get(job["run"])
+        pretraining = {"run": job["run"], "overrides": job.get("overrides", {})}
+        if best is None:  # not fine-tuned: a failed job of its configuration
+            runs.append({**pretraining, "status": "failed"})
+            continue
+        job_settings = replace(
+            settings,
+            job=replace(settings.job, ckpt_path=str(best), output_dir=str(out_dir / job["run"])),
+        )
+        tuned = finetune.run(job_settings, callbacks)
+        runs.append({**tuned, **pretraining, PRETRAINING_LOSS: job.get("best_val_loss")})
+    table, written = write_finetune_summary(sweep, runs, settings)
+    print(f"\n{table}\nwrote {written}")
+    return {"runs": runs, "configurations": table, "summary": str(written)}
+
+
+def completed_jobs(sweep: Path) -> dict[str, Path]:
+    """Job name -> best checkpoint, for the jobs of ``sweep`` whose metrics.json says
+    completed; none is refused in one line."""
+    found = checkpoints_to_evaluate(sweep)
+    statuses = {job["run"]: job.get("status") for job in collect_runs(sweep)}
+    jobs = {c.parents[1].name: c for c in found if statuses.get(c.parents[1].name) == "completed"}
+    if not jobs:
+        counted = ", ".join(f"{name}: {status}" for name, status in statuses.items())
+        raise ValueError(
+            f"no job of the sweep {sweep} has completed ({counted or 'no metrics.json'}); "
+            "fine-tuning needs each job's finished checkpoint: resume the sweep (run its "
+            "command again) or pass one checkpoint as ckpt_path"
+        )
+    return jobs
+
+
+def write_finetune_summary(
+    sweep: Path, runs: Sequence[dict[str, Any]], settings: Settings
+) -> tuple[str, Path]:
+    """The configurations table of the fine-tuned jobs (see the module docstring) and the
+    markdown file it is written to in ``sweep``."""
+    ft = settings.finetune
+    metric = next(r["metric"] for r in runs if r.get("status") == "completed")
+    scored = f"test_{metric}"
+    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
+    configs = group_runs(runs, keys, metric=scored, higher_is_better=True)
+    means = (PRETRAINING_LOSS,) if metric == "accuracy" else ("test_accuracy", PRETRAINING_LOSS)
+    table = configuration_table(configs, configuration_rows(configs, means), means)
+    run_columns = ["run", *keys, scored, PRETRAINING_LOSS, "status", "best_ckpt"]
+    run_rows = [
+        {c: format_value(r.get("overrides", {}).get(c, r.get(c))) for c in run_columns}
+        for r in runs
+    ]
+    text = (
+        f"# Fine-tuning the sweep {sweep}\n\n"
+        f"Task {ft.task}, finetune.init={ft.init}, seed {settings.job.seed}: "
+        "each completed job's best checkpoint fine-tuned with the same protocol (its run "
+        f"directory under {settings.job.output_dir}). {scored} is the mean ± sample standard "
+        "deviation over a pretraining configuration's jobs (their pretraining seeds are the "
+        "replicates); vs_best is its difference from the best configuration (the highest), "
+        '"> 2 SE" when that exceeds two standard errors of the difference; p_welch and holm '
+        f"as in the sweep's summary.md. {PRETRAINING_LOSS} is the jobs' mean best validation "
+        "loss in pretraining.\n\n## Configurations\n\n"
+        + table
+        + "\n## Jobs\n\n"
+        + markdown_table(run_columns, run_rows)
+    )
+    path = sweep / f"finetune_summary_{ft.task}_{ft.init}.md"
+    return table, write_text_atomically(path, text)
