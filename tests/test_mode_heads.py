@@ -129,6 +129,8 @@ def _eval(ckpt: Path, tmp_path: Path, *overrides: str) -> dict:
 
 def test_eval_gates_off_the_heads_named_or_the_least_important(analysed, tmp_path) -> None:
     ckpt, result = analysed["decoder"]
+    # Only this test's records: the copied run may carry records of other tests' evaluations.
+    (ckpt.parent / "eval.jsonl").unlink(missing_ok=True)
     by_head = {f"{r['layer']}:{r['head']}": r for r in result["heads"]}
     named = _eval(ckpt, tmp_path, "heads.prune=[0:1]")
     assert named["heads_pruned"] == ["0:1"]

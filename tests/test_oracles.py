@@ -133,7 +133,12 @@ def test_eval_of_a_run_dir_on_other_data_counts_that_datas_characters(
     text.write_text((ROOT / "README.md").read_text())
     other = ["data=text", f"data.path={text}"]
     proc = train_py(
-        "mode=eval", f"ckpt_path={run_dir}", *other, f"hydra.run.dir={tmp_path}", cwd=tmp_path
+        "mode=eval",
+        f"ckpt_path={run_dir}",
+        *other,
+        "trainer.precision=32-true",  # the recount is float32
+        f"hydra.run.dir={tmp_path}",
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
@@ -224,7 +229,10 @@ def test_encoder_loss_and_masked_accuracy_match_a_recount_from_the_logits(
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
             config_name="config",
-            overrides=["logger=none", "mode=eval", f"ckpt_path={ckpt}", f"output_dir={tmp_path}"],
+            overrides=[
+                *("logger=none", "mode=eval", f"ckpt_path={ckpt}", f"output_dir={tmp_path}"),
+                "trainer.precision=32-true",  # the recount from the logits is float32
+            ],
         )
     evaluated = run(cfg)["results"][0]
 
