@@ -34,7 +34,7 @@ from data.evaluation import ScoredText
 from data.examples import check_stride
 from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
-from modes.report import append_records, format_value, markdown_table, read_run, warn
+from modes.report import append_records, format_value, markdown_table, read_run
 from modes.scoring import record_head, scored_batches, task_and_data
 from modes.summary import (
     REPLICATE_KEY,
@@ -51,7 +51,7 @@ from training.checkpoint import (
     use_weights,
 )
 from training.heads import Head, gated_off, head_importance, heads_to_prune, parse_heads
-from training.precision import with_native_precision
+from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
 RESULTS_FILE = "eval.jsonl"
@@ -115,9 +115,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     del first
     if settings.eval.pairs is None:
         columns = COLUMNS if settings.heads.prune is None else (*COLUMNS, "heads_pruned")
-        settings, note = with_native_precision(settings)
-        if note:
-            warn(note)
+        settings = native_precision(settings)
         rows = [
             evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None))
             for ckpt in checkpoints

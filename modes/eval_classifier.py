@@ -32,10 +32,10 @@ from data.labelled import Example, RawExample, files_examples, with_label_ids
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.eval import RESULTS_FILE, by_configuration
-from modes.report import append_records, format_value, markdown_table, warn
+from modes.report import append_records, format_value, markdown_table
 from training.checkpoint import check_no_model_overrides, load_classifier, read_checkpoint
 from training.classification import classification_task_from_hparams
-from training.precision import with_native_precision
+from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
 COLUMNS = ("checkpoint", "step", "task", "data", "split", "n", "metric", "value", "accuracy")
@@ -62,9 +62,7 @@ def run(
     """Score every classifier of ``checkpoints`` (``first``: the first one's contents, read
     already) and record the results beside them."""
     _check_options(settings, checkpoints[0], first["hyper_parameters"]["classifier"])
-    settings, note = with_native_precision(settings)
-    if note:
-        warn(note)
+    settings = native_precision(settings)
     rows = [
         evaluate_classifier(ckpt, first if i == 0 else read_checkpoint(ckpt), settings, callbacks)
         for i, ckpt in enumerate(checkpoints)

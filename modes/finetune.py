@@ -31,10 +31,10 @@ from data.classification import ClassificationDataModule, encode_examples
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.fitting import fit
-from modes.report import append_records, warn, write_metrics
+from modes.report import append_records, write_metrics
 from training.checkpoint import check_no_model_overrides, is_classifier, read_checkpoint
 from training.classification import ClassificationTask
-from training.precision import with_native_precision
+from training.precision import native_precision
 from training.trainer import finish_logger, training_trainer
 
 RESULTS_FILE = "eval.jsonl"
@@ -127,9 +127,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             log_every_n_steps=min(settings.trainer.log_every_n_steps, steps_per_epoch),
         ),
     )
-    trainer_settings, note = with_native_precision(trainer_settings)
-    if note and global_rank() == 0:
-        warn(note)
+    trainer_settings = native_precision(trainer_settings)
     timer = _TrainTimer()
     trainer = training_trainer(trainer_settings, out_dir, [*callbacks, timer])
     fit(trainer, module, datamodule, resume, trainer_settings)

@@ -29,7 +29,7 @@ from modes.report import DamagedRecord, read_metrics, warn, write_metrics
 from training.budget import apply_budget
 from training.checkpoint import check_language_model, check_resume, read_checkpoint
 from training.compile import compile_network
-from training.precision import with_native_precision
+from training.precision import native_precision
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
@@ -88,9 +88,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             f"({counts['params_with_embeddings']:,} with embeddings), run dir {out_dir}"
         )
 
-    settings, note = with_native_precision(settings)
-    if note and global_rank() == 0:
-        warn(note)
+    settings = native_precision(settings)
     trainer = training_trainer(settings, out_dir, callbacks)
     apply_budget(settings, trainer, model_config, task.flops_per_token)
     if settings.trainer.compile:

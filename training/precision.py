@@ -11,10 +11,12 @@ slower than float32: there a preset's ``bf16-mixed`` becomes ``32-true`` with on
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import torch
 
+from common.ranks import global_rank
 from conf.schema import Settings
 
 
@@ -44,3 +46,11 @@ def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
         "bf16-mixed on the command line to keep it)"
     )
     return replace(settings, trainer=replace(trainer, precision="32-true")), note
+
+
+def native_precision(settings: Settings) -> Settings:
+    """``with_native_precision``'s settings, its note printed once (rank 0) as a warning."""
+    settings, note = with_native_precision(settings)
+    if note and global_rank() == 0:
+        print(f"tinylm: warning: {note}", file=sys.stderr)
+    return settings
