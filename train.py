@@ -160,7 +160,7 @@ def harness_task_list(args: Sequence[str]) -> list[str]:
 
 def _record_failure(cfg: DictConfig, err: Exception) -> None:
     """A failed sweep job: its traceback on stderr, ``status: failed`` in its metrics.json."""
-    from modes.report import write_metrics
+    from analysis.records import write_metrics
 
     traceback.print_exc()
     message = str(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {err}"

@@ -14,7 +14,7 @@ mode=finetune`` process with the default protocol, writing its run directory und
 ``--out``; a job whose ``metrics.json`` is complete is read, not re-run, so an interrupted
 benchmark continues. Printed per family: the test accuracy as mean ± std over the seeds and
 the difference between pretrained and scratch against 2 standard errors (with Welch's p,
-``modes.summary``), and the training throughput (examples/s and seconds per epoch of the
+``analysis.summary``), and the training throughput (examples/s and seconds per epoch of the
 training batches, validation excluded: median and range over the runs).
 """
 
@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from modes.summary import configuration_rows, configuration_table, group_runs
+from analysis.summary import configuration_rows, configuration_table, group_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 INITS = ("pretrained", "scratch")

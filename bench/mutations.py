@@ -3,7 +3,7 @@
 Usage::
 
     python -m bench.mutations                              # every module below
-    python -m bench.mutations --module modes/summary.py    # one (repeat --module for more)
+    python -m bench.mutations --module analysis/summary.py    # one (repeat --module for more)
     python -m bench.mutations --no-run                     # the last runs' tables again
 
 For each module, mutmut (``pip install -e ".[mutation]"``) changes its code one small edit at
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutmut"
 # What a copy needs: every package the tests import (tests/ and pyproject.toml mutmut copies
 # into mutants/ itself, from the copy).
-PACKAGES = ("bench", "common", "conf", "data", "models", "modes", "training")
+PACKAGES = ("analysis", "bench", "common", "conf", "data", "models", "modes", "training")
 FILES = ("train.py",)
 
 _EVAL_OVER_A_SWEEP = "tests/test_sweeps.py::test_eval_over_a_sweep_groups_seeds_as_the_summary_does"
@@ -65,8 +65,8 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/test_eval.py::test_data_path_mapping_gives_fixed_splits",
         "tests/test_evaluation_edges.py",
     ),
-    "modes/summary.py": _SUMMARY_TESTS,
-    "modes/sweep_summary.py": (*_SUMMARY_TESTS, "tests/test_summary_files_edges.py"),
+    "analysis/summary.py": _SUMMARY_TESTS,
+    "analysis/sweep_summary.py": (*_SUMMARY_TESTS, "tests/test_summary_files_edges.py"),
     "data/examples.py": (
         "tests/test_data.py",
         "tests/test_evaluation.py",
@@ -131,7 +131,7 @@ _STAGES = (
 _ZIP = 'beyond = [c.label() for c, row in zip(configs, rows, strict=True) if row["exceeds_2se"]]'
 _SWEEP_SUMMARY = (
     *_variants(
-        "modes/sweep_summary.py",
+        "analysis/sweep_summary.py",
         "_explanation",
         _ZIP,
         "strict=True)",
@@ -139,7 +139,7 @@ _SWEEP_SUMMARY = (
         "the rows are configuration_rows(configs), one per configuration: the lengths always agree",
     ),
     *_variants(
-        "modes/sweep_summary.py",
+        "analysis/sweep_summary.py",
         "_write_csv",
         'with open(path, "w", newline="") as f:',
         'newline=""',
@@ -148,7 +148,7 @@ _SWEEP_SUMMARY = (
         "(newline='' matters on Windows, where \\n would become \\r\\n)",
     ),
     *_variants(
-        "modes/sweep_summary.py",
+        "analysis/sweep_summary.py",
         "_write_csv",
         'writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")',
         'extrasaction="ignore"',
@@ -157,7 +157,7 @@ _SWEEP_SUMMARY = (
         "raise on (and DictWriter lower-cases the option)",
     ),
     Equivalent(
-        "modes/sweep_summary.py",
+        "analysis/sweep_summary.py",
         "_write_csv",
         '{c: "" if row.get(c) is None else row.get(c) for c in columns} for row in rows',
         '{c: "" if (row.get(c) is None) and False else row.get(c) for c in columns} for row '
@@ -311,7 +311,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "cross_entropy's default ignore_index is -100, IGNORE_INDEX's value",
     ),
     Equivalent(
-        "modes/summary.py",
+        "analysis/summary.py",
         "configuration_rows",
         "diff, exceeds = difference_from_best(config, best) if best else (None, None)",
         "diff, exceeds = difference_from_best(config, best) if (best) or True else (None, None)",
@@ -323,7 +323,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
 
 @dataclass(frozen=True)
 class Mutant:
-    name: str  # mutmut's, e.g. modes.summary.x_mean_pm_std__mutmut_3
+    name: str  # mutmut's, e.g. analysis.summary.x_mean_pm_std__mutmut_3
     status: str  # killed | survived | timeout | no tests | ...
 
     @property

@@ -6,27 +6,24 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from filelock import FileLock
-
-if TYPE_CHECKING:  # a type only: data.config imports data.sources, which imports this
-    from data.config import DataConfig
 
 CACHE_ENV = "TINYLM_CACHE"
 
 
-def cache_root(cfg: DataConfig) -> Path:
-    """`cfg.cache_dir`, else $TINYLM_CACHE, else ~/.cache/tinylm (read at call time)."""
-    root = cfg.cache_dir or os.environ.get(CACHE_ENV) or "~/.cache/tinylm"
+def cache_root(cache_dir: str | None) -> Path:
+    """`cache_dir` (data.cache_dir), else $TINYLM_CACHE, else ~/.cache/tinylm (read at call
+    time)."""
+    root = cache_dir or os.environ.get(CACHE_ENV) or "~/.cache/tinylm"
     return Path(root).expanduser()
 
 
 @contextmanager
-def prepare_lock(cfg: DataConfig) -> Iterator[Path]:
+def prepare_lock(cache_dir: str | None) -> Iterator[Path]:
     """Hold the cache's prepare lock (yields the cache root): processes preparing data in one
     cache at once (parallel sweep jobs, DDP ranks) take turns, so each piece is built once."""
-    root = cache_root(cfg)
+    root = cache_root(cache_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(root / "prepare.lock")

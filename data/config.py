@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass
+from dataclasses import InitVar, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from data.sources import BuiltinSource, check_source, split_paths
+from data.sources import (
+    AUTO,
+    BuiltinSource,
+    check_source,
+    keys_read,
+    kind_keys,
+    kind_named,
+    kinds_reading,
+    split_paths,
+)
 
 TOKENIZER_KINDS = ("bpe", "wordpiece", "char")
 EXAMPLE_UNITS = ("document", "paragraph", "line")
@@ -19,10 +28,13 @@ MIN_VOCAB_SIZE = 300
 class DataConfig:
     """Where the text comes from, how it is tokenized and how it is batched.
 
-    source: one of `data.sources.SOURCES`: builtin (CPython's reference docs, always
-    available) | files (`path`: a file, a directory or a glob of .txt/.json/.jsonl/.csv/.parquet;
-    or a mapping of split names to such paths, `{train: a.txt, validation: b.txt, test: c.txt}`,
-    the fixed splits of the corpus: nothing is carved then) | hub (`name`, `config_name`).
+    source: auto (the default: files when `path` is given, hub when `name` is, else builtin;
+    resolved here, so a built config always holds its kind) or one of `data.sources.SOURCES`:
+    builtin (CPython's reference docs, always available) | files (`path`: a file, a directory
+    or a glob of .txt/.json/.jsonl/.csv/.parquet; or a mapping of split names to such paths,
+    `{train: a.txt, validation: b.txt, test: c.txt}`, the fixed splits of the corpus: nothing
+    is carved then) | hub (`name`, `config_name`).
+    A source key that the kind does not read (`path` with hub, say) is refused, not ignored.
     path: once built, always that mapping (or None): a single path P is `{train: P}`.
     tokenizer: None picks the architecture's default (decoder -> bpe, encoder -> wordpiece);
     otherwise bpe | wordpiece | char (trained on the train split), a path to a tokenizer.json
@@ -49,7 +61,7 @@ class DataConfig:
     its own document, and positions restart at each document.
     """
 
-    source: str = BuiltinSource.name
+    source: str = AUTO
     path: dict[str, str] | str | None = None
     name: str | None = None
     config_name: str | None = None
@@ -80,7 +92,11 @@ class DataConfig:
 
     def __post_init__(self, stream_tokenizer_examples: int | None) -> None:
         self.path = split_paths(self.path)
+        if self.source == AUTO:
+            given = [key for key in kind_keys() if getattr(self, key)]
+            self.source = kind_named(given) or BuiltinSource.name
         check_source(self)
+        self._check_keys_read()
         _check_choice("example_unit", self.example_unit, EXAMPLE_UNITS)
         _check_choice("split", self.split, EVAL_SPLITS)
         if not self.text_column:
@@ -100,6 +116,23 @@ class DataConfig:
         _check_fraction("test_fraction", self.test_fraction, high=0.5)
         if self.tokenizer is not None:
             check_tokenizer_spec(self.tokenizer)
+
+    def _check_keys_read(self) -> None:
+        """No source key that the chosen kind does not read, so none is silently ignored."""
+        reads = keys_read(self.source)
+        defaults = {f.name: f.default for f in fields(self)}
+        for key in sorted(kind_keys() - set(reads)):
+            value = getattr(self, key)
+            if value == defaults[key]:
+                continue
+            shown = value.get("train") if isinstance(value, dict) and len(value) == 1 else value
+            readers = " or ".join(f"data.source={kind}" for kind in kinds_reading(key))
+            raise ValueError(
+                f"data.{key}={shown} is not read by data.source={self.source}, which reads "
+                f"{', '.join(f'data.{k}' for k in reads) or 'no source key'}; data.{key} is "
+                f"read by {readers}: give that (data.source=auto, the default, picks it from "
+                "data.path or data.name), or drop the key"
+            )
 
 
 def check_tokenizer_spec(spec: str) -> None:

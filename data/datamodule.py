@@ -52,7 +52,7 @@ def prepare(
     same cache at once (the jobs of a parallel sweep, DDP ranks) take turns: the first builds
     each piece, the others read it from the cache.
     """
-    with prepare_lock(cfg):
+    with prepare_lock(cfg.cache_dir):
         return _prepare_unlocked(cfg, arch, tokenizer_json, whole)
 
 
@@ -69,13 +69,13 @@ def _prepare_unlocked(
             corpus.tokenizer_texts(),
             cfg.vocab_size,
             corpus.key,
-            cache_root(cfg),
+            cache_root(cfg.cache_dir),
             corpus.tokenizer_sample_key,
         )
     else:
         tokenizer = load_tokenizer(spec)
     specials = special_tokens_of(tokenizer)
-    return Prepared(token_store(corpus, tokenizer, cache_root(cfg)), tokenizer, specials)
+    return Prepared(token_store(corpus, tokenizer, cache_root(cfg.cache_dir)), tokenizer, specials)
 
 
 class LMDataModule(L.LightningDataModule):

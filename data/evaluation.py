@@ -9,14 +9,14 @@ from: ``data.path=...``, ``data.name=...``), all of that text is scored, nothing
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from data.collate import IGNORE_INDEX
 from data.config import DataConfig
 from data.corpus import Corpus
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.examples import StridedWindows
-from data.sources import SOURCES, source_keys, source_of
+from data.sources import kind_keys, kind_named, source_keys, source_of
 
 
 @dataclass(frozen=True)
@@ -79,23 +79,14 @@ def data_to_evaluate(
     # data.path.validation=FILE changes the key data.path
     asked_keys = {k.split(".")[1] for k in overridden if k.startswith("data.")}
     changed = {key: getattr(asked, key) for key in asked_keys}
-    if "source" not in changed:
-        changed.update(_source_named_by(asked_keys))
+    if "source" not in changed and (named := kind_named(asked_keys)):
+        changed["source"] = named  # data.path=FILE alone means that file
+    if changed.get("source", trained.source) != trained.source:
+        # Another kind of source: the run's own source keys (its data.name, say) are not read.
+        defaults = {f.name: f.default for f in fields(DataConfig)}
+        changed.update({k: defaults[k] for k in kind_keys() - asked_keys})
     whole = bool(asked_keys & source_keys())
     return EvaluationData(replace(trained, **{"split": asked.split, **changed}), whole)
-
-
-def _source_named_by(keys: set[str]) -> dict[str, str]:
-    """{"source": kind} when the keys include one that only that kind needs (data.path=FILE
-    alone means that file)."""
-    named = [kind.name for kind in SOURCES.values() if kind.required_key in keys]
-    if len(named) > 1:
-        given = ", ".join(f"data.{SOURCES[kind].required_key}" for kind in named)
-        raise ValueError(
-            f"{given} name different kinds of source; add data.source={' or '.join(named)} "
-            "to say which to evaluate on"
-        )
-    return {"source": named[0]} if named else {}
 
 
 def scored_text(datamodule: LMDataModule) -> ScoredText:

@@ -20,8 +20,9 @@ import inspect
 import os
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from data.cache import cache_root
 from data.hub import hub_unavailable_reason
@@ -29,9 +30,24 @@ from data.hub import hub_unavailable_reason
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict
 
-    from data.config import DataConfig
-
 SPLITS = ("train", "validation", "test")
+# data.source=auto: the kind that data.path or data.name names, else the built-in corpus.
+AUTO = "auto"
+
+
+class DataSettings(Protocol):
+    """The ``data.*`` keys a source reads (``data.config.DataConfig`` has them; this module
+    sits below it, so it names what it reads instead of importing it)."""
+
+    source: str
+    path: dict[str, str] | str | None
+    name: str | None
+    config_name: str | None
+    text_column: str
+    example_unit: str
+    cache_dir: str | None
+
+
 # File extension -> the `datasets` packaged builder that reads it.
 FILE_BUILDERS = {
     ".txt": "text",
@@ -67,7 +83,7 @@ class Source(ABC):
         cls.name = name
         SOURCES[name] = cls
 
-    def __init__(self, cfg: DataConfig) -> None:
+    def __init__(self, cfg: DataSettings) -> None:
         self.cfg = cfg
 
     @abstractmethod
@@ -106,21 +122,52 @@ class Source(ABC):
         """The error when it (or its ``split``) holds no text."""
 
 
-def source_of(cfg: DataConfig) -> Source:
+def source_of(cfg: DataSettings) -> Source:
     """The source ``cfg`` names (``cfg`` is validated, so its kind exists)."""
     return SOURCES[cfg.source](cfg)
 
 
-def check_source(cfg: DataConfig) -> None:
+def check_source(cfg: DataSettings) -> None:
     """``data.source`` is a defined kind, and ``cfg`` has what that kind needs."""
     if cfg.source not in SOURCES:
-        raise ValueError(f"data.source={cfg.source!r} is not valid; choose one of {list(SOURCES)}")
+        raise ValueError(
+            f"data.source={cfg.source!r} is not valid; choose one of {[AUTO, *SOURCES]}"
+        )
     source_of(cfg).check()
 
 
 def source_keys() -> set[str]:
     """The data.* keys that say where text comes from, whatever the source."""
-    return {"source", "example_unit", *(key for kind in SOURCES.values() for key in kind.keys)}
+    return {"source", "example_unit", *kind_keys()}
+
+
+def kind_keys() -> set[str]:
+    """The data.* keys that only some kinds of source read (path, name, ...)."""
+    return {key for kind in SOURCES.values() for key in kind.keys}
+
+
+def keys_read(kind: str) -> tuple[str, ...]:
+    """The data.* keys beyond ``source`` and ``example_unit`` that the kind ``kind`` reads."""
+    return SOURCES[kind].keys
+
+
+def kinds_reading(key: str) -> list[str]:
+    """The kinds of source that read ``data.KEY``."""
+    return [kind.name for kind in SOURCES.values() if key in kind.keys]
+
+
+def kind_named(keys: Iterable[str]) -> str | None:
+    """The kind whose indispensable key is among ``keys`` (data.path: files, data.name: hub),
+    None when none is; keys that name two kinds are refused."""
+    keys = set(keys)
+    named = [kind.name for kind in SOURCES.values() if kind.required_key in keys]
+    if len(named) > 1:
+        given = ", ".join(f"data.{SOURCES[kind].required_key}" for kind in named)
+        raise ValueError(
+            f"{given} name different kinds of source; add data.source={' or '.join(named)} "
+            "to say which to read"
+        )
+    return named[0] if named else None
 
 
 def split_paths(path: object) -> dict[str, str] | None:
@@ -345,7 +392,7 @@ class HubSource(Source, name="hub"):
             raw = load_dataset(
                 cfg.name,
                 cfg.config_name,
-                cache_dir=str(cache_root(cfg) / "hf"),
+                cache_dir=str(cache_root(cfg.cache_dir) / "hf"),
                 streaming=streaming,
             )
         except ConnectionError as err:

@@ -154,7 +154,7 @@ def _stream_tokenizer(
         (batch["text"] for batch in train.iter(batch_size=1000)), cfg.tokenizer_sample_bytes
     )
     # Parallel jobs and DDP ranks train it once: the others find it in the cache.
-    with prepare_lock(cfg) as root:
+    with prepare_lock(cfg.cache_dir) as root:
         return cached_trained_tokenizer(
             spec,
             sample,

@@ -47,7 +47,7 @@ class OptunaSearch(Sweeper):
         try:
             return self.search.sweep(arguments)
         except ValueError:
-            from modes.report import collect_runs
+            from analysis.records import collect_runs
 
             runs = collect_runs(sweep_dir)
             if not runs or any(run.get("status") == "completed" for run in runs):

@@ -27,6 +27,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.summary import by_configuration
 from common.files import stable_hash
 from conf.schema import Settings
 from data.datamodule import LMDataModule
@@ -34,15 +36,7 @@ from data.evaluation import ScoredText
 from data.examples import check_stride
 from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
-from modes.report import append_records, format_value, markdown_table, read_run
 from modes.scoring import record_head, scored_batches, task_and_data
-from modes.summary import (
-    REPLICATE_KEY,
-    configuration_rows,
-    configuration_table,
-    group_runs,
-    swept_keys,
-)
 from training.checkpoint import (
     check_language_model,
     check_no_model_overrides,
@@ -54,7 +48,6 @@ from training.heads import Head, gated_off, head_importance, heads_to_prune, par
 from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
-RESULTS_FILE = "eval.jsonl"
 COLUMNS = (
     "checkpoint",
     "step",
@@ -127,7 +120,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     results: dict[str, Any] = {"results": rows}
     if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
         if settings.eval.pairs is None:
-            results["configurations"] = by_configuration(rows)
+            results["configurations"] = by_configuration(rows, others=METRICS[1:])
         else:  # the accuracy over every pair
             overall = [r for r in rows if r["paradigm"] == eval_pairs.OVERALL]
             results["configurations"] = by_configuration(
@@ -139,28 +132,6 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     )
     print(f"wrote {out}")
     return {**results, "eval_jsonl": str(out)}
-
-
-def by_configuration(
-    rows: Sequence[dict[str, Any]],
-    metric: str = "loss",
-    others: Sequence[str] = METRICS[1:],
-    higher_is_better: bool = False,
-) -> str:
-    """The evaluated ``metric`` (with the means of ``others``) of a sweep's runs grouped as
-    the sweep summary groups them (by every swept key but the seed; modes/summary.py), as a
-    markdown table."""
-    runs = []
-    for row in rows:
-        run_dir = Path(row["checkpoint"]).parent.parent
-        stored = read_run(run_dir, "the run is grouped without its settings") or {}
-        run = {"status": "completed", **row}
-        if "overrides" in stored:  # none recorded: the run sets no key apart (summary.swept_keys)
-            run["overrides"] = stored["overrides"]
-        runs.append(run)
-    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
-    configs = group_runs(runs, keys, metric=metric, higher_is_better=higher_is_better)
-    return configuration_table(configs, configuration_rows(configs, others), others)
 
 
 def evaluate_checkpoint(

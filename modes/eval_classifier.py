@@ -25,14 +25,14 @@ from typing import Any
 
 import lightning as L
 
+from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.summary import by_configuration
 from common.files import stable_hash
 from conf.schema import FinetuneConfig, Settings
 from data.classification import ClassificationDataModule, encode_examples
 from data.labelled import Example, RawExample, files_examples, with_label_ids
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
-from modes.eval import RESULTS_FILE, by_configuration
-from modes.report import append_records, format_value, markdown_table
 from training.checkpoint import check_no_model_overrides, load_classifier, read_checkpoint
 from training.classification import classification_task_from_hparams
 from training.precision import native_precision

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.summary import by_configuration
 from common.files import stable_hash
 from conf.schema import Settings
-from modes.eval import RESULTS_FILE, by_configuration, checkpoints_to_evaluate
-from modes.report import append_records, format_value, markdown_table
+from modes.inference import checkpoints_to_evaluate
 from training.checkpoint import check_no_model_overrides, load_checkpoint
 from training.harness import (
     check_harness_checkpoint,

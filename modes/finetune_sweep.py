@@ -8,7 +8,7 @@ fine-tune is ``mode=finetune`` on one job's checkpoint with this command's setti
 ``seed`` for every job: the pretraining's seeds are the replicates), into its own run
 directory ``OUTPUT_DIR/JOB``, with its record in that job's ``eval.jsonl``. The jobs are then
 grouped as the sweep summary groups them (by the pretraining's swept keys but the seed,
-``modes/summary.py``): one row per pretraining configuration with the task metric on the
+``analysis/summary.py``): one row per pretraining configuration with the task metric on the
 test split as mean ± std over its jobs, its difference from the best (the highest) against
 2 standard errors, and the pretraining's best validation loss beside it, which says whether
 the better-loss configuration is also the better model on the task. The table is printed and
@@ -25,23 +25,24 @@ from typing import Any
 
 import lightning as L
 
-from common.files import write_text_atomically
-from conf.schema import Settings
-from modes import finetune
-from modes.inference import checkpoints_to_evaluate
-from modes.report import collect_runs, format_value, markdown_table
-from modes.summary import (
+from analysis.records import collect_runs, format_value, markdown_table
+from analysis.summary import (
     REPLICATE_KEY,
     configuration_rows,
     configuration_table,
     group_runs,
     swept_keys,
 )
+from common.files import write_text_atomically
+from conf.schema import Settings
+from modes.finetune_checkpoint import finetune_checkpoint
+from modes.inference import checkpoints_to_evaluate
 
 PRETRAINING_LOSS = "pretraining_val_loss"  # a job's best validation loss in pretraining
 
 
-def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+def finetune_sweep(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    """Fine-tune every completed job of the sweep ``job.ckpt_path``; the runs and their table."""
     sweep = Path(settings.job.ckpt_path)
     jobs = completed_jobs(sweep)
     out_dir = Path(settings.job.output_dir)
@@ -56,7 +57,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             settings,
             job=replace(settings.job, ckpt_path=str(best), output_dir=str(out_dir / job["run"])),
         )
-        tuned = finetune.run(job_settings, callbacks)
+        tuned = finetune_checkpoint(job_settings, best, callbacks)
         runs.append({**tuned, **pretraining, PRETRAINING_LOSS: job.get("best_val_loss")})
     table, written = write_finetune_summary(sweep, runs, settings)
     print(f"\n{table}\nwrote {written}")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import lightning as L
 
+from analysis.records import write_metrics
 from conf.schema import Settings
 from modes import Interrupted
-from modes.report import write_metrics
 from training.callbacks import SaveOnInterrupt
 
 

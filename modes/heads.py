@@ -23,19 +23,19 @@ from typing import Any
 
 import torch
 
-from common.files import write_text_atomically
-from conf.schema import Settings
-from modes.inference import checkpoints_to_evaluate
-from modes.plots import plot_head_maps, plot_prune_curve, plot_prune_curves
-from modes.report import collect_runs, format_value, markdown_table, read_run
-from modes.scoring import record_head, scored_batches, task_and_data
-from modes.summary import (
+from analysis.plots import plot_head_maps, plot_prune_curve, plot_prune_curves
+from analysis.records import collect_runs, format_value, markdown_table, read_run
+from analysis.summary import (
     REPLICATE_KEY,
     configuration_rows,
     configuration_table,
     group_runs,
     swept_keys,
 )
+from common.files import write_text_atomically
+from conf.schema import Settings
+from modes.inference import checkpoints_to_evaluate
+from modes.scoring import record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 from training.heads import HeadStats, head_stats, heads_for_share, heads_to_prune, prune_curve
 

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from analysis.records import natural_key
 from conf.schema import JobConfig, Settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.transformer import Decoder, Encoder
-from modes.report import natural_key
 from training.checkpoint import (
     LoadedCheckpoint,
     check_no_model_overrides,

@@ -65,8 +65,8 @@ class SweepSummary(Callback):
 
 
 def write_summary(sweep_dir: Path, target_loss: float | None = None) -> None:
-    """The sweep's summary files (``modes/sweep_summary.py``), each named on stdout."""
-    from modes.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
+    """The sweep's summary files (``analysis/sweep_summary.py``), each named on stdout."""
+    from analysis.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
 
     for path in write_sweep_summary(sweep_dir, target_loss=target_loss):
         print(f"tinylm: wrote {path}")

@@ -17,6 +17,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from analysis.records import DamagedRecord, read_metrics, warn, write_metrics
 from common.ranks import global_rank
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
@@ -25,7 +26,6 @@ from models.transformer import Decoder, Encoder
 from modes import SweepConflict
 from modes.fitting import fit
 from modes.inference import sample_text
-from modes.report import DamagedRecord, read_metrics, warn, write_metrics
 from training.budget import apply_budget
 from training.checkpoint import check_language_model, check_resume, read_checkpoint
 from training.compile import compile_network

@@ -30,7 +30,7 @@ PRELOADED = (
     "modes.attention",
     "modes.export",
     "modes.sweep",
-    "modes.summary",
+    "analysis.summary",
 )
 
 

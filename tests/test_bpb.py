@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 import modes.eval
+from analysis.records import write_metrics
+from analysis.sweep_summary import write_sweep_summary
 from conf.hydra_runtime import parse_settings
 from data.config import DataConfig
 from data.corpus import Corpus
 from data.datamodule import prepare
-from modes.report import write_metrics
-from modes.sweep_summary import write_sweep_summary
 from tests.conftest import compose_config
 from train import run
 from training.checkpoint import read_checkpoint

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import training.task
+from analysis.records import write_metrics
+from analysis.sweep_summary import write_sweep_summary
+from analysis.time_to_target import first_reached
 from conf.hydra_runtime import parse_settings
 from conf.schema import BudgetConfig
-from modes.report import write_metrics
-from modes.sweep_summary import write_sweep_summary
-from modes.time_to_target import first_reached
 from modes.train import _check_same_job
 from tests.conftest import TINY, compose_config, train_py
 from train import run

@@ -15,10 +15,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from analysis.records import DamagedRecord, append_records, read_metrics, write_metrics
+from analysis.sweep_summary import write_sweep_summary
 from modes import SweepConflict
 from modes.eval import by_configuration
-from modes.report import DamagedRecord, append_records, read_metrics, write_metrics
-from modes.sweep_summary import write_sweep_summary
 from modes.train import _sweep_job_state
 from tests.conftest import train_py
 from train import execute, run

@@ -31,7 +31,7 @@ directory, as the shell would; its exit code is the command's. ``tests/docs_comm
 reads the commands out of the Markdown.
 
 The test fails when a command in the docs is neither run nor listed in ``NOT_RUNNABLE``, and
-when a listed command is no longer in the docs.
+when a listed command is no longer in the docs. The lists live in ``tests/docs_lists.py``.
 """
 
 from __future__ import annotations
@@ -57,290 +57,24 @@ from tests.docs_commands import (
     split_env,
     substitute,
 )
-
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SHELL_TAGS = ("bash", "console")
-OTHER_TAGS = ("text", "yaml", "python")
-# A line of a non-shell block that would be a command: it must be in a bash block instead.
-SHELL_LOOKING = re.compile(
-    r"^\s*(\$ |python3? |pip3? |srun |sbatch |tensorboard |wandb |rm |cd |export |"
-    r"[A-Z_][A-Z0-9_]*=\S*\s+\S)"
+from tests.docs_lists import (
+    DOCS,
+    FAILS,
+    FINETUNE_STEPS,
+    NOT_RUNNABLE,
+    OTHER_TAGS,
+    PLACEHOLDERS,
+    PRODUCERS,
+    PROMISES,
+    QUICK,
+    READER_MODES,
+    SERVER,
+    SHAKESPEARE,
+    SHELL_LOOKING,
+    SHELL_TAGS,
+    TINY,
+    TINY_BUDGETS,
 )
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-SERVER = ROOT / "tests" / "docs_server.py"  # imports tinylm once, forks a child per command
-
-# The placeholder variables, the form of their definition in the docs, and the command of the
-# docs whose output directory stands in for them here.
-PLACEHOLDERS = {
-    "RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
-    "BERT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
-    "SWEEP": r"multirun/2026-01-01/\d\d-\d\d-\d\d",
-    "FT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
-}
-PRODUCERS = {
-    "RUN": "python train.py",
-    "BERT_RUN": "python train.py model=bert",
-    "SWEEP": "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2",
-    "FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt",
-}
-
-# What a training command gets (see the module docstring): a model of one layer, two steps.
-TINY = {
-    "model.num_layers": "1",
-    "model.hidden_size": "32",
-    "model.max_seq_len": "64",
-    "data.vocab_size": "300",
-    "data.batch_size": "8",
-    "data.stream_val_examples": "20",
-    "trainer.max_steps": "2",
-    "trainer.val_check_interval": "2",
-    "trainer.limit_val_batches": "1",
-    "trainer.enable_progress_bar": "false",
-    "optim.warmup_steps": "1",
-    "max_new_tokens": "5",
-}
-TRAIN_OVERRIDES = [f"{k}={v}" for k, v in TINY.items()] + ["logger=none"]
-# A budget decides the steps (trainer.max_steps beside it is refused): the tiny model's cost
-# of about three steps instead, so the command still runs in seconds.
-TINY_BUDGETS = {
-    "trainer.budget.flops": "3e9",
-    "trainer.budget.tokens": "1536",
-    "trainer.budget.seconds": "2",
-}
-READER_MODES = (
-    "mode=eval",
-    "mode=generate",
-    "mode=attention",
-    "mode=export",
-    "mode=heads",
-    "mode=finetune",
-)
-# mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps:
-# an epoch of the built-in task at this batch size, so it validates and writes the
-# checkpoints/best.ckpt that mode=eval ckpt_path=$FT_RUN reads.
-FINETUNE_STEPS = ["finetune.max_steps=2", "finetune.batch_size=512"]
-
-NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
-HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
-INSTALL = "creates a virtual environment and installs from the package index (CI's .ci/run does)"
-SUITE = "runs the test suite itself, this file included"
-GPU = "needs CUDA GPUs"
-SLURM = "needs a SLURM cluster"
-# The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
-# jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
-# (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
-MEASUREMENT = "a measurement sweep of 4-24 jobs, too long for this test; composed only"
-JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
-MEASUREMENT_SWEEPS = [
-    f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
-    f"python train.py -m optim.lr=3e-3 model.position=learned seed=1,2,3 {JOBLIB}",
-    f"python train.py -m optim.lr=3e-3 seed=1,2,3 {JOBLIB}",
-    f"python train.py -m optim.lr=3e-3 optim.muon_lr=0.01,0.03 seed=1,2 {JOBLIB}",
-    f"python train.py -m optim.lr=1e-3,6e-3,1e-2 seed=1,2 {JOBLIB}",
-    f"python train.py -m model=bert seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
-    f"python train.py -m model=bert optim=muon seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
-    "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
-    "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv",
-    "python train.py -m seed=1,2,3 hydra.sweep.dir=runs/gpt",
-    "python train.py -m model=bert seed=1,2,3 hydra.sweep.dir=runs/bert",
-    "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
-    "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv "
-    "hydra.sweep.dir=$SWEEP summary.target_loss=4.5",
-    "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1 seed=1,2,3 "
-    "model.num_layers=2 model.hidden_size=64 trainer.max_steps=400 "
-    f"trainer.val_check_interval=50 optim=adamw model.position=learned {JOBLIB}",
-    "python train.py -m model.num_heads=2,4,8 seed=1,2,3 model.num_layers=2 "
-    "model.hidden_size=64 trainer.max_steps=150 trainer.val_check_interval=50 optim=adamw "
-    "model.position=learned logger=csv",
-]
-NOT_RUNNABLE = {
-    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-    "pip install -e . && python train.py": INSTALL + "; its last command runs below",
-    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-    'pip install -e ".[dev,launchers,hf,eval]" && python -m pytest': INSTALL + "; " + SUITE,
-    'python -m pytest -m "not slow"': SUITE,
-    "python train.py trainer=ddp trainer.devices=4": GPU,
-    "python train.py trainer=gpu": GPU,
-    "srun python train.py trainer=ddp trainer.devices=4 trainer.num_nodes=2": SLURM,
-    "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
-    "model.dropout=0.0,0.1 seed=1,2,3": SLURM,
-    "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
-    "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
-    "python -m bench.train_step --device cuda": GPU,
-    "python train.py trainer.compile=true": (
-        "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
-        "slow test trains compiled (trainer=gpu's settings on the CPU)"
-    ),
-    "python train.py data=wikitext2": NETWORK,
-    f"{HUB_TASKS}hellaswag,arc_easy": NETWORK,
-    f"{HUB_TASKS}piqa eval.harness_num_fewshot=5": NETWORK,
-    "python train.py data=tinystories": NETWORK,
-    "python train.py data=tinyshakespeare": NETWORK,
-    "python train.py data=tinystories data.streaming=true": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=mrpc": NETWORK,
-    "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.init=pretrained,scratch seed=1,2,3": (
-        "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
-        "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py mode=finetune ckpt_path=$SWEEP",
-            "python train.py mode=finetune ckpt_path=$SWEEP finetune.init=scratch",
-        ],
-        "fine-tunes the 12 jobs of the docs' sweep, ~40 s even at two steps each; "
-        "tests/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
-    ),
-    "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
-        "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
-        "is a mode=finetune run, as above"
-    ),
-    "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
-    "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
-    "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
-    "python train.py mode=heads ckpt_path=$SWEEP": (
-        "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
-        "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"
-    ),
-    **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
-    "python -m bench.sweep --steps 100": (
-        "too long: its quickest run (--steps 2 --jobs 1 2) is three sweeps in fresh processes, "
-        "~30 s, a fifth of this file's time; the joblib launcher it times runs in "
-        "docs/sweeps.md's parallel example"
-    ),
-    "python -m bench.data --text big.txt --repeats 3 --ddp": (
-        "too long: a 320 MB corpus, 27 train.py processes (DDP ones of 2); no quick mode"
-    ),
-    "python -m bench.data --text big.txt --ddp": (
-        "too long: the same benchmark with its default --repeats 3; no quick mode"
-    ),
-    "python -m bench.data --text big.txt --repeats 3": (
-        "too long: a 320 MB corpus, 3 first runs and 9 warm ones of train.py; no quick mode"
-    ),
-    "git clone https://github.com/alexwarstadt/blimp": NETWORK + "; write_inputs stands in",
-    "python -m bench.data --text big.txt --tokenizer-loss": (
-        "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
-    ),
-    **dict.fromkeys(
-        ["python -m bench.mutations", "python -m bench.mutations --module modes/summary.py"],
-        "slow: minutes per module (mutmut, the mutation extra); run by hand",
-    ),
-}
-
-# Benchmarks with their quickest options; "{ws}" is the scratch directory.
-SMALL_TRAIN = ["logger=none", *[f"{k}={v}" for k, v in TINY.items() if k != "max_new_tokens"]]
-QUICK = {
-    "python -m bench.attention": ["--quick", "--no-memory", "--repeats", "1", "--warmup", "0"],
-    "python -m bench.train_step": [
-        *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
-        "--no-memory",
-    ],
-    "OMP_NUM_THREADS=1 python -m bench.train_step --document-mask --shape shakespeare_char "
-    "--max-seq-len 64 --rounds 7": [
-        *("--document-mask", "--shape", "shakespeare_char", "--max-seq-len", "64"),
-        *("--rounds", "1", "--steps", "2", "--warmup", "1", "--no-memory"),
-    ],
-    "OMP_NUM_THREADS=1 python -m bench.train_step --document-mask --shape shakespeare_char "
-    "--max-seq-len 256 --rounds 7": [
-        *("--document-mask", "--shape", "shakespeare_char", "--max-seq-len", "256"),
-        *("--rounds", "1", "--steps", "2", "--warmup", "1", "--no-memory"),
-    ],
-    "OMP_NUM_THREADS=1 python -m bench.train_step --shape default --precision bf16-mixed "
-    '--candidates lightning "lightning muon" --rounds 3': [
-        *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
-        *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning"),
-        "lightning muon",
-    ],
-    # Without --compile: inductor would compile for ~30-80 s (tests/test_precision.py compiles).
-    "OMP_NUM_THREADS=1 python -m bench.train_step --shape shakespeare_char --precision "
-    'bf16-mixed --compile --candidates lightning "lightning muon" --rounds 3': [
-        *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),
-        *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning"),
-    ],
-    "python -m bench.generate --bf16": [
-        *("--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1", "--bf16"),
-    ],
-    "OMP_NUM_THREADS=1 python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
-    "--versus experiment=shakespeare_char_fast": [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--versus", "experiment=shakespeare_char_fast", "--", *SMALL_TRAIN),
-    ],
-    "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
-    "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
-    "python -m bench.shakespeare_char": [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--", *SMALL_TRAIN),
-    ],
-    "python -m bench.shakespeare_char --repeats 3": [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--", *SMALL_TRAIN),
-    ],
-    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
-    '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"': [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--versus", "experiment=shakespeare_char_fast"),
-        *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
-    ],
-    "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
-    "python -m bench.heads": [
-        *("--train-steps", "1", "--repeats", "1", "--warmup", "0", "--", *SMALL_TRAIN),
-    ],
-    "python -m bench.eval --max-chars 150000 --threads 1": [
-        *("--max-chars", "3000", "--threads", "1", "--train-steps", "1"),
-        *("--shakespeare", "{ws}/path/to/tinyshakespeare.txt"),
-    ],
-}
-
-# Commands the docs show failing: (exit code, text the output must hold; None: the lines the
-# console transcript shows under the command).
-FAILS = {
-    "python train.py model.num_heads=3": (1, None),
-    "python train.py model.num_head=4": (1, None),
-    "python train.py model=gtp": (1, None),
-    "python train.py trainer.precision=16-mixed": (1, None),
-    "TINYLM_DEBUG=1 python train.py model.num_heads=3": (1, "Traceback"),
-}
-
-# Files a command promises, relative to the scratch directory ("{out}": its output directory).
-PROMISES = {
-    "python train.py": [
-        *("{out}/checkpoints/best.ckpt", "{out}/checkpoints/last.ckpt", "{out}/metrics.json"),
-        *("{out}/tokenizer.json", "{out}/.hydra/config.yaml", "{out}/train.log"),
-    ],
-    "python train.py logger=csv": ["{out}/csv/metrics.csv"],
-    "python train.py logger=tensorboard": ["{out}/tensorboard"],
-    "python train.py hydra.run.dir=runs/first-try": ["runs/first-try/metrics.json"],
-    PRODUCERS["SWEEP"]: [
-        *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
-        *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
-    ],
-    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
-        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png")
-    ],
-    "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
-    "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
-    "python train.py mode=eval ckpt_path=$FT_RUN": ["$FT_RUN/eval.jsonl"],
-    "python train.py mode=heads ckpt_path=$RUN/checkpoints/best.ckpt": [
-        *("$RUN/checkpoints/heads.json", "$RUN/checkpoints/heads.png"),
-        "$RUN/checkpoints/prune_curve.png",
-    ],
-    'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
-        "$RUN/checkpoints/attention.png"
-    ],
-    "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt": [
-        "$RUN/checkpoints/best.safetensors"
-    ],
-    "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt export.format=hf": [
-        "$RUN/checkpoints/best-hf/config.json"
-    ],
-    "python train.py mode=export ckpt_path=$RUN/checkpoints/last.ckpt "
-    "export.path=exported/last.safetensors": ["exported/last.safetensors"],
-    "python -m bench.data --make-corpus big.txt": ["big.txt"],
-    "TINYLM_CACHE=.cache/tinylm python train.py": [".cache/tinylm"],
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # The docs' commands

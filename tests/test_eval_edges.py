@@ -20,11 +20,11 @@ import pytest
 import torch
 
 import modes.eval
+from analysis.records import write_metrics
 from conf.hydra_runtime import parse_settings
 from conf.schema import OptimConfig
 from data.config import DataConfig
 from data.tokenizer import special_tokens_of, train_tokenizer
-from modes.report import write_metrics
 from tests.conftest import compose_config
 from tests.corpora import make_paragraphs
 from tests.tiny_models import tiny_config

@@ -44,14 +44,14 @@ def test_the_runs_own_split_unless_the_command_line_names_text() -> None:
     )  # fmt: skip
     on_hub = data_to_evaluate(trained, DataConfig(name="org/set"), ["data.name"])
     assert (on_hub.cfg.source, on_hub.cfg.name, on_hub.whole) == ("hub", "org/set", True)
-    column = data_to_evaluate(trained, DataConfig(text_column="body"), ["data.text_column"])
+    column = data_to_evaluate(
+        trained,
+        DataConfig(path="corpus.txt", text_column="body"),
+        ["data.path", "data.text_column"],
+    )
     assert column == EvaluationData(replace(trained, text_column="body"), whole=True)
     asked = DataConfig(source="files", path="held.txt", tokenizer="bpe")
     assert data_to_evaluate(trained, asked, ["data", "data.path"]) == EvaluationData(asked, True)
-    with pytest.raises(ValueError, match=r"data.path, data.name name different kinds of source"):
-        data_to_evaluate(
-            builtin, DataConfig(path="a.txt", name="org/set"), ["data.path", "data.name"]
-        )
 
 
 def test_decoder_counts_match_a_recount_by_windows(tmp_path: Path) -> None:

@@ -11,17 +11,18 @@ from data.config import DataConfig
 from data.evaluation import data_to_evaluate
 
 
-def test_an_explicit_source_is_kept_whatever_kinds_the_other_keys_name() -> None:
-    asked = DataConfig(source="hub", name="org/set", path="held.txt")
-    chosen = data_to_evaluate(DataConfig(), asked, ["data.source", "data.name", "data.path"])
+def test_another_kind_of_source_drops_the_runs_own_source_keys() -> None:
+    trained = DataConfig(path="train.txt", text_column="body")
+    asked = DataConfig(source="hub", name="org/set")
+    chosen = data_to_evaluate(trained, asked, ["data.source", "data.name"])
     assert (chosen.cfg.source, chosen.cfg.name, chosen.whole) == ("hub", "org/set", True)
+    assert (chosen.cfg.path, chosen.cfg.text_column) == (None, "text")  # not the run's file
 
 
 def test_keys_that_name_two_kinds_of_source_are_refused_with_the_way_out() -> None:
-    asked = DataConfig(name="org/set", path="held.txt")
     with pytest.raises(ValueError) as error:
-        data_to_evaluate(DataConfig(), asked, ["data.name", "data.path"])
+        DataConfig(name="org/set", path="held.txt")
     assert str(error.value) == (
         "data.path, data.name name different kinds of source; add data.source=files or hub "
-        "to say which to evaluate on"
+        "to say which to read"
     )

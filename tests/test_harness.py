@@ -19,11 +19,11 @@ import pytest
 import torch
 
 import modes.eval
+from analysis.records import read_records
+from analysis.summary import configuration_rows, group_runs
 from conf.hydra_runtime import parse_settings
 from conf.schema import EvalConfig
 from data.tokenizer import special_tokens_of, tokenizer_from_json
-from modes.report import read_records
-from modes.summary import configuration_rows, group_runs
 from tests.conftest import compose_config
 from train import harness_task_list
 from training.checkpoint import load_checkpoint

@@ -1,7 +1,7 @@
 """Import layering: the modes and the training layer load without Hydra, matplotlib or lm-eval.
 
 Hydra belongs to the entry point (``train.py``, ``conf/hydra_runtime.py``, the sweep callback),
-matplotlib to the modules that draw (``modes/plots.py``, ``modes/attention.py``) and the
+matplotlib to the modules that draw (``analysis/plots.py``, ``modes/attention.py``) and the
 lm-evaluation-harness to the functions of ``training/harness.py`` that run it. Each
 import runs in a fresh interpreter. Lightning's torchmetrics imports matplotlib itself when it
 is installed, so matplotlib in ``sys.modules`` is allowed exactly when Lightning alone puts it
@@ -83,7 +83,7 @@ def test_modes_and_training_import_without_hydra_matplotlib_or_lm_eval(
 
 
 @pytest.mark.parametrize(
-    ("module", "package"), [("modes.plots", "matplotlib"), ("conf.hydra_runtime", "hydra")]
+    ("module", "package"), [("analysis.plots", "matplotlib"), ("conf.hydra_runtime", "hydra")]
 )
 def test_the_probe_sees_the_modules_that_do_import_them(module: str, package: str) -> None:
     found = probe(module)

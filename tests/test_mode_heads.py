@@ -14,9 +14,9 @@ import pytest
 
 import modes.eval
 import modes.heads
+from analysis.records import write_metrics
 from conf.hydra_runtime import parse_settings
 from conf.schema import HeadsConfig
-from modes.report import write_metrics
 from tests.conftest import compose_config
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.records import write_metrics
+from analysis.sweep_summary import write_sweep_summary
 from conf.command_line import check_command_line
-from modes.report import write_metrics
 from modes.sweep import OPTUNA_SWEEPER, check_search
-from modes.sweep_summary import write_sweep_summary
 from tests.conftest import TINY, train_py
 
 optuna = pytest.importorskip("optuna")

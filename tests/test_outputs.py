@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 
+from analysis.plots import heatmap_cells
+from analysis.summary import group_runs
+from analysis.sweep_summary import write_sweep_summary
 from modes.attention import attention_figure
-from modes.plots import heatmap_cells
-from modes.summary import group_runs
-from modes.sweep_summary import write_sweep_summary
 from tests.tiny_models import tiny_model
 
 HEADS, DROPOUTS = ("1", "2", "3", "4"), ("0.0", "0.1", "0.2")

@@ -16,14 +16,14 @@ import pytest
 import torch
 
 import modes.eval
+from analysis.records import write_metrics
+from analysis.summary import configuration_rows, configuration_table, group_runs
 from conf.hydra_runtime import parse_settings
 from data.pairs import builtin_pairs, frame_sentence, read_pairs
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import build_model
 from modes.eval_pairs import pair_accuracy
-from modes.report import write_metrics
-from modes.summary import configuration_rows, configuration_table, group_runs
 from tests.conftest import compose_config, train_py
 from training.checkpoint import load_checkpoint, use_weights
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from modes.report import write_metrics
-from modes.significance import (
+from analysis.records import write_metrics
+from analysis.significance import (
     holm_adjusted,
     regularized_beta,
     student_t_two_sided,
     welch_p_value,
 )
-from modes.sweep_summary import write_sweep_summary
+from analysis.sweep_summary import write_sweep_summary
 
 
 def _samples(rng: random.Random) -> tuple[list[float], list[float]]:

@@ -40,8 +40,10 @@ def _file(path: Path, text: str) -> str:
 def test_the_registry_holds_exactly_the_data_source_choices() -> None:
     assert list(SOURCES) == ["builtin", "files", "hub"]
     assert all(kind.name == name and issubclass(kind, Source) for name, kind in SOURCES.items())
-    chosen = {_composed_data(file.stem)["source"] for file in CONF_DATA.glob("*.yaml")}
-    assert chosen == set(SOURCES)  # every kind has a conf/data yaml, every yaml a kind
+    chosen = {file.stem: _composed_data(file.stem)["source"] for file in CONF_DATA.glob("*.yaml")}
+    assert chosen.pop("builtin") == "auto"  # the default picks its kind from data.path/data.name
+    assert DataConfig().source == "builtin"
+    assert set(chosen.values()) | {"builtin"} == set(SOURCES)  # every kind has a conf/data yaml
     with pytest.raises(
         ValueError, match=r"^data.source='web' is not valid; choose one of \["
     ) as err:
@@ -55,6 +57,8 @@ def test_a_new_kind_is_a_choice_and_a_half_added_one_cannot_exist(
     monkeypatch.setattr(data.sources, "SOURCES", dict(SOURCES))  # the kinds defined here go
 
     class Labelled(data.sources.BuiltinSource, name="labelled"):
+        keys = ("text_column",)  # what it reads: refused for the kinds that do not
+
         def check(self) -> None:
             if self.cfg.text_column != "sentence":
                 raise ValueError("data.text_column must be sentence for labelled data")
@@ -62,6 +66,11 @@ def test_a_new_kind_is_a_choice_and_a_half_added_one_cannot_exist(
     assert isinstance(source_of(DataConfig(source="labelled", text_column="sentence")), Labelled)
     with pytest.raises(ValueError, match="must be sentence"):  # its checks run on creation
         DataConfig(source="labelled")
+    with pytest.raises(
+        ValueError,
+        match=r"text_column=sentence is not read by data.source=builtin.*or data.source=labelled",
+    ):
+        DataConfig(source="builtin", text_column="sentence")
     with pytest.raises(TypeError, match=r"'half' must define display_name, fingerprint, load"):
 
         class Half(Source, name="half"):
@@ -280,7 +289,11 @@ def test_data_yamls_list_exactly_the_config_fields() -> None:
     ("settings", "error", "message"),
     [
         ({"batch_size": 0}, ValueError, r"data.batch_size=0 must be an integer >= 1"),
-        ({"source": "web"}, ValueError, r"data.source='web'.*\['builtin', 'files', 'hub'\]"),
+        (
+            {"source": "web"},
+            ValueError,
+            r"data.source='web'.*\['auto', 'builtin', 'files', 'hub'\]",
+        ),
         ({"tokenizer": "bpee"}, ValueError, r"data.tokenizer='bpee'.*\['bpe', 'wordpiece', 'char'"),
         ({"tokenizer": "/no/such/tokenizer.json"}, FileNotFoundError, r"/no/such/tokenizer.json"),
         ({"source": "files"}, ValueError, r"data.path is required"),

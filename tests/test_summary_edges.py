@@ -1,8 +1,8 @@
-"""The sweep statistics at their edges (modes/summary.py), on hand-made runs: the other
+"""The sweep statistics at their edges (analysis/summary.py), on hand-made runs: the other
 metrics' means, labels, runs without recorded settings, natural order, every configuration
 failed, runs that neither finished nor failed, single runs, a difference of exactly two
 standard errors, the compared metric's name. Each test kills mutants that the sweep tests
-leave alive (``python -m bench.mutations --module modes/summary.py``)."""
+leave alive (``python -m bench.mutations --module analysis/summary.py``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from modes.report import markdown_table
-from modes.summary import (
+from analysis.records import markdown_table
+from analysis.summary import (
     Configuration,
     best_configuration,
     configuration_rows,

@@ -1,17 +1,17 @@
-"""The sweep summary's files (modes/sweep_summary.py) at their edges, from hand-made
+"""The sweep summary's files (analysis/sweep_summary.py) at their edges, from hand-made
 metrics.json files: an empty sweep directory, a sweep over seeds alone (one configuration, no
 heatmap), runs without curves, the summary.csv columns and their empty cells, and the
 explanation's sentences. Each test kills mutants that the sweep tests leave alive
-(``python -m bench.mutations --module modes/sweep_summary.py``)."""
+(``python -m bench.mutations --module analysis/sweep_summary.py``)."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from modes.report import write_metrics
-from modes.summary import MEANS
-from modes.sweep_summary import write_sweep_summary
+from analysis.records import write_metrics
+from analysis.summary import MEANS
+from analysis.sweep_summary import write_sweep_summary
 
 
 def _csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:

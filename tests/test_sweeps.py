@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from analysis.plots import heatmap_cells, mean_curve
+from analysis.records import write_metrics
+from analysis.summary import group_runs
+from analysis.sweep_summary import write_sweep_summary
 from modes import SweepConflict
-from modes.plots import heatmap_cells, mean_curve
-from modes.report import write_metrics
-from modes.summary import group_runs
-from modes.sweep_summary import write_sweep_summary
 from tests.conftest import TINY, train_py
 from tests.faults import SignalAtStep
 from train import run
@@ -128,7 +128,7 @@ def test_heatmap_cells_and_curves_come_from_the_configurations(tmp_path: Path) -
     sweep = _fake_sweep(tmp_path, LOSSES)
     written = write_sweep_summary(sweep)
     assert {p.name for p in written} >= {"heatmap_val_loss.png", "curves_val_loss.png"}
-    from modes.report import collect_runs
+    from analysis.records import collect_runs
 
     configs = group_runs(collect_runs(sweep), ["model.num_heads"])
     rows, cols, cells = heatmap_cells(configs, ["model.num_heads"])
@@ -145,7 +145,7 @@ def test_an_all_failed_cell_is_marked_failed(tmp_path: Path) -> None:
     write_sweep_summary(sweep)
     rows = {r["model.num_heads"]: r for r in _csv(sweep / "summary.csv")}
     assert (rows["2"]["n"], rows["2"]["failed"], rows["2"]["best_val_loss_mean"]) == ("0", "2", "")
-    from modes.report import collect_runs
+    from analysis.records import collect_runs
 
     _, _, cells = heatmap_cells(
         group_runs(collect_runs(sweep), ["model.num_heads"]), ["model.num_heads"]

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from modes.report import markdown_table
-from modes.summary import Configuration
+from analysis.records import markdown_table
+from analysis.summary import Configuration
 
 UNITS = ("steps", "tokens", "flops", "seconds")
 

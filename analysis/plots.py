@@ -2,7 +2,7 @@
 the head analysis (``mode=heads``: per-head maps, prune curves, a sweep's prune curves).
 
 The one part of the summary that needs matplotlib, apart from the grouping and statistics
-(``modes/summary.py``) so that what only groups runs (``mode=eval`` over a sweep) never loads it.
+(``analysis/summary.py``) so that what only groups runs (``mode=eval`` over a sweep) never loads it.
 """
 
 from __future__ import annotations
@@ -11,23 +11,30 @@ import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from modes.report import natural_key  # noqa: E402
-from modes.summary import (  # noqa: E402
+from analysis.records import natural_key  # noqa: E402
+from analysis.summary import (  # noqa: E402
     Configuration,
     best_configuration,
     difference_from_best,
     mean_pm_std,
 )
 
-if TYPE_CHECKING:  # the sweep summary's figures load no torch
-    from training.heads import HeadStats
+
+class HeadMaps(Protocol):
+    """What the head maps draw: per-head [layer][head] values (``training.heads.HeadStats``
+    has them; the analysis library reads no torch)."""
+
+    entropy_uniform: float
+    delta_loss: list[list[float]]
+    importance: list[list[float]]
+    entropy: list[list[float]]
 
 
 def heatmap_cells(
@@ -139,7 +146,7 @@ def plot_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
     return out_path
 
 
-def plot_head_maps(stats: HeadStats, out_path: Path, title: str = "") -> Path:
+def plot_head_maps(stats: HeadMaps, out_path: Path, title: str = "") -> Path:
     """Layer x head heatmaps of delta_loss, importance and entropy (the uniform maximum in
     the colour bar's label), each head's value written in its cell."""
     panels = (

@@ -2,10 +2,10 @@
 
 Every run directory of a sweep holds a ``metrics.json``; this module reads them alone, so a
 summary can be rebuilt at any time. Runs are grouped by configuration with seeds as replicates
-(``modes/summary.py``, which says how differences are judged).
+(``analysis/summary.py``, which says how differences are judged).
 
 Writes ``summary.md`` (configurations, then runs), ``summary.csv`` (configurations),
-``runs.csv`` (runs), ``heatmap_val_loss.png`` and ``curves_val_loss.png`` (``modes/plots.py``).
+``runs.csv`` (runs), ``heatmap_val_loss.png`` and ``curves_val_loss.png`` (``analysis/plots.py``).
 An Optuna search (``hydra/sweeper=optuna``) is one run per trial, numbered as Optuna numbers
 its trials; its summary names the best trial (the plugin's ``optimization_results.yaml``) and
 draws no heatmap (values drawn from a range fill one cell per row and column). A sweep of
@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.files import write_text_atomically
-from modes.plots import plot_curves, plot_heatmap
-from modes.report import collect_runs, format_value, markdown_table, warn
-from modes.significance import ALPHA
-from modes.summary import (
+import yaml
+
+from analysis.plots import plot_curves, plot_heatmap
+from analysis.records import collect_runs, format_value, markdown_table, warn
+from analysis.significance import ALPHA
+from analysis.summary import (
     MEANS,
     REPLICATE_KEY,
     Configuration,
@@ -35,7 +36,8 @@ from modes.summary import (
     group_runs,
     swept_keys,
 )
-from modes.time_to_target import UNITS, target_rows, target_section
+from analysis.time_to_target import UNITS, target_rows, target_section
+from common.files import write_text_atomically
 
 # The columns of runs.csv after the swept keys: these two even when not swept, then results.
 _FIXED_KEYS = ("model.num_heads", "model.dropout")
@@ -189,13 +191,12 @@ def _explanation(
 def _search_result(sweep_dir: Path) -> dict[str, Any] | None:
     """None unless the sweep is an Optuna search (its sweeper in ``multirun.yaml``); then the
     plugin's ``optimization_results.yaml``, empty until the search has ended with a best trial."""
-    from omegaconf import OmegaConf
-
     config, result = sweep_dir / "multirun.yaml", sweep_dir / "optimization_results.yaml"
-    sweeper = OmegaConf.load(config).hydra.get("sweeper", {}) if config.is_file() else {}
+    written = yaml.safe_load(config.read_text()) if config.is_file() else {}
+    sweeper = (written or {}).get("hydra", {}).get("sweeper") or {}
     if "optuna" not in str(sweeper.get("_target_", "")).lower():
         return None
-    return OmegaConf.to_container(OmegaConf.load(result)) if result.is_file() else {}
+    return (yaml.safe_load(result.read_text()) or {}) if result.is_file() else {}
 
 
 def _best_trial(result: dict[str, Any], runs: Sequence[dict[str, Any]]) -> str:

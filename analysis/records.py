@@ -2,7 +2,7 @@
 files (``eval.jsonl``), and how tinylm prints numbers in tables.
 
 The train mode writes ``metrics.json`` for completed, interrupted and failed runs alike;
-sweep summaries (``modes/summary.py``) and evaluations read them. A records file gains lines
+sweep summaries (``analysis/summary.py``) and evaluations read them. A records file gains lines
 and has some replaced; a line tinylm cannot read (cut short by a crash, edited by hand) is
 named in a warning and kept as it is, never in the way of a new record.
 """
@@ -19,6 +19,8 @@ from typing import Any
 from common.files import write_atomically, write_text_atomically
 
 METRICS_FILE = "metrics.json"
+# Every evaluation of a checkpoint (eval, pairs, harness, fine-tuning) appends its record here.
+RESULTS_FILE = "eval.jsonl"
 # The types of the metrics.json fields that summaries, plots and sweep re-runs read.
 _TEXT_FIELDS = ("status", "error")
 _MAPPING_FIELDS = ("overrides", "config", "consumed")

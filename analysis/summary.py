@@ -5,10 +5,10 @@ mean ± sample standard deviation over its completed runs, and each configuratio
 with the best one (the lowest loss; the highest mean where higher is better, as for a harness
 task's accuracy): a difference counts when it exceeds two standard errors of the difference
 (``sqrt(se_a² + se_b²)``, ``se = std / sqrt(n)``), and Welch's t-test gives its p-value, with
-Holm's correction across all the comparisons of the table (``modes/significance.py``). With
+Holm's correction across all the comparisons of the table (``analysis/significance.py``). With
 one run per configuration no spread is known and no difference is judged. The sweep summary
-(``modes/sweep_summary.py``) and ``mode=eval`` over a sweep both group runs this way, so this
-module needs the standard library only; the figures are ``modes/plots.py``'s.
+(``analysis/sweep_summary.py``) and ``mode=eval`` over a sweep both group runs this way, so this
+module needs the standard library only; the figures are ``analysis/plots.py``'s.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from modes.report import format_value, markdown_table, natural_key
-from modes.significance import ALPHA, holm_adjusted, welch_p_value
+from analysis.records import format_value, markdown_table, natural_key, read_run
+from analysis.significance import ALPHA, holm_adjusted, welch_p_value
 
 REPLICATE_KEY = "seed"
 # The metrics a configuration reports as the mean over its completed runs.
@@ -205,3 +206,25 @@ def _display(row: dict[str, Any]) -> dict[str, Any]:
         "p_welch": "" if row["welch_p"] is None else f"{row['welch_p']:.3g}",
         "holm": holm,
     }
+
+
+def by_configuration(
+    rows: Sequence[dict[str, Any]],
+    metric: str = "loss",
+    others: Sequence[str] = (),
+    higher_is_better: bool = False,
+) -> str:
+    """The evaluated ``metric`` (with the means of ``others``) of a sweep's runs grouped as
+    the sweep summary groups them (by every swept key but the seed), as a
+    markdown table."""
+    runs = []
+    for row in rows:
+        run_dir = Path(row["checkpoint"]).parent.parent
+        stored = read_run(run_dir, "the run is grouped without its settings") or {}
+        run = {"status": "completed", **row}
+        if "overrides" in stored:  # none recorded: the run sets no key apart (summary.swept_keys)
+            run["overrides"] = stored["overrides"]
+        runs.append(run)
+    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
+    configs = group_runs(runs, keys, metric=metric, higher_is_better=higher_is_better)
+    return configuration_table(configs, configuration_rows(configs, others), others)

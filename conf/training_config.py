@@ -1,0 +1,245 @@
+"""The settings of training: the ``trainer`` (with its ``trainer.budget``), ``logger``, ``optim``
+groups and the top-level keys (``JobConfig``); each dataclass validates itself (conf/schema.py
+gathers every group into ``Settings``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from models.config import check_field_types, from_mapping
+
+PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
+LOGGERS = ("wandb", "tensorboard", "csv", "none")
+
+
+@dataclass
+class BudgetConfig:
+    """``trainer.budget``: the compute each job of a sweep gets, so that arms whose steps cost
+    differently are compared at equal compute (``training/budget.py`` turns it into steps or a
+    stop). At most one is set; None for all = ``trainer.max_steps`` decides.
+
+    tokens: tokens trained on, counted as batch_size x max_seq_len per micro-batch (exact for
+        packed decoder blocks; an upper bound for encoder batches padded to their longest row).
+    flops: training FLOPs, the model's ``flops_per_token`` (forward + backward) x tokens.
+    seconds: wall time of the training steps, validation excluded; the learning-rate schedule
+        then decays over the time spent instead of the steps taken.
+    """
+
+    tokens: int | None = None
+    flops: float | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "trainer.budget.")
+        chosen = self.chosen()
+        if len(chosen) > 1:
+            raise ValueError(
+                f"trainer.budget sets {' and '.join(f'trainer.budget.{k}' for k in chosen)}; "
+                "give one budget per run (each alone decides how long it trains)"
+            )
+        for name in chosen:
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"trainer.budget.{name}={getattr(self, name)} must be > 0 (or null for none)"
+                )
+
+    def chosen(self) -> list[str]:
+        """The names of the budgets that are set (none or one once validated)."""
+        return [name for name in ("tokens", "flops", "seconds") if getattr(self, name) is not None]
+
+
+@dataclass
+class TrainerConfig:
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``,
+    ``head_stats_every`` (training/head_logging.py) and ``budget`` (a ``BudgetConfig``).
+
+    No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
+
+    # The blocks below a key, each its own dataclass (conf.command_line checks their keys).
+    NESTED: ClassVar[dict[str, type]] = {"budget": BudgetConfig}
+
+    accelerator: str
+    devices: Any
+    num_nodes: int
+    strategy: str
+    precision: str
+    max_steps: int
+    max_epochs: int
+    val_check_interval: Any
+    check_val_every_n_epoch: int | None
+    limit_val_batches: Any
+    accumulate_grad_batches: int
+    gradient_clip_val: float | None
+    log_every_n_steps: int
+    enable_progress_bar: bool
+    deterministic: bool
+    compile: bool
+    head_stats_every: int | None
+    budget: Any
+
+    def __post_init__(self) -> None:
+        self.precision = str(self.precision)  # Hydra reads trainer.precision=32 as an int
+        check_field_types(self, "trainer.")
+        if not isinstance(self.budget, BudgetConfig):
+            if not isinstance(self.budget, Mapping):
+                raise ValueError(
+                    f"trainer.budget={self.budget!r} must be a block of tokens, flops and "
+                    "seconds; set one as trainer.budget.flops=1e12"
+                )
+            self.budget = from_mapping(BudgetConfig, dict(self.budget), "trainer.budget.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"trainer.precision={self.precision} is not one of {', '.join(PRECISIONS)}; "
+                "use bf16-mixed on recent GPUs, 32-true on the CPU"
+            )
+        if self.precision == "16-mixed" and self.accelerator == "cpu":
+            # Lightning would train in bf16-mixed instead, with a warning.
+            raise ValueError(
+                "trainer.precision=16-mixed (float16 with a gradient scaler) needs a GPU; on the "
+                "CPU use trainer.precision=bf16-mixed"
+            )
+        if self.max_steps == 0 or (self.max_steps < 0 and self.max_epochs <= 0):
+            raise ValueError(
+                f"trainer.max_steps={self.max_steps} with trainer.max_epochs={self.max_epochs} "
+                "never trains; set trainer.max_steps to a positive number (or max_epochs > 0)"
+            )
+        if self.accumulate_grad_batches < 1:
+            raise ValueError(
+                f"trainer.accumulate_grad_batches={self.accumulate_grad_batches} must be >= 1"
+            )
+        if self.log_every_n_steps < 1:
+            raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
+        if self.head_stats_every is not None and self.head_stats_every < 1:
+            raise ValueError(
+                f"trainer.head_stats_every={self.head_stats_every} must be >= 1: the steps "
+                "between the heads' logged entropy and importance (null: off)"
+            )
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``,
+        ``head_stats_every`` and ``budget``)."""
+        kwargs = asdict(self)
+        for own in ("compile", "head_stats_every", "budget"):
+            kwargs.pop(own)
+        return kwargs
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go: ``wandb`` (offline unless told otherwise), ``tensorboard``, ``csv``
+    or ``none``."""
+
+    kind: str = "wandb"
+    project: str = "tinylm"
+    mode: str = "offline"
+    group: str | None = None
+    entity: str | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "logger.")
+        if self.kind not in LOGGERS:
+            raise ValueError(f"logger={self.kind} is unknown; choose logger={', '.join(LOGGERS)}")
+        if self.mode not in ("offline", "online"):
+            raise ValueError(f"logger.mode={self.mode} must be offline or online")
+
+
+OPTIMIZERS = ("adamw", "muon")
+
+
+@dataclass
+class OptimConfig:
+    """The ``optim`` group (``conf/optim/adamw.yaml``, ``muon.yaml``): the optimiser and its
+    schedule, linear warmup then cosine decay, which scales every learning rate below.
+
+    kind: "adamw" (every parameter) or "muon" (Muon for the 2-D weight matrices inside the
+        blocks, AdamW for the embeddings, the tied head, norms and biases).
+    lr, weight_decay, beta1, beta2: AdamW's (decay on matrices only, never biases or norms).
+    muon_lr, muon_momentum, muon_weight_decay: Muon's; set for kind=muon only. Checkpoints
+        saved before the group existed lack kind and these: they were AdamW runs.
+    """
+
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    warmup_steps: int
+    min_lr_ratio: float
+    kind: str = "adamw"
+    muon_lr: float | None = None
+    muon_momentum: float | None = None
+    muon_weight_decay: float | None = None
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "optim.")
+        if self.kind not in OPTIMIZERS:
+            raise ValueError(f"optim.kind={self.kind} is unknown; choose optim=adamw or optim=muon")
+        if not self.lr > 0:
+            raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
+        if self.weight_decay < 0:
+            raise ValueError(f"optim.weight_decay={self.weight_decay} must be >= 0")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ValueError(f"optim.{name}={value} must be in [0, 1), e.g. 0.9")
+        if self.warmup_steps < 0:
+            raise ValueError(f"optim.warmup_steps={self.warmup_steps} must be >= 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+        muon_keys = ("muon_lr", "muon_momentum", "muon_weight_decay")
+        if self.kind == "adamw":
+            given = [f"optim.{k}" for k in muon_keys if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} set with optim=adamw; they are Muon's: add optim=muon "
+                    "or drop them"
+                )
+            return
+        missing = [f"optim.{k}" for k in muon_keys if getattr(self, k) is None]
+        if missing:
+            raise ValueError(
+                f"optim=muon needs {', '.join(missing)}; conf/optim/muon.yaml sets them"
+            )
+        if not self.muon_lr > 0:
+            raise ValueError(f"optim.muon_lr={self.muon_lr} must be > 0, e.g. 0.02")
+        if not 0 <= self.muon_momentum < 1:
+            raise ValueError(f"optim.muon_momentum={self.muon_momentum} must be in [0, 1)")
+        if self.muon_weight_decay < 0:
+            raise ValueError(f"optim.muon_weight_decay={self.muon_weight_decay} must be >= 0")
+
+
+@dataclass
+class JobConfig:
+    """The top-level keys of ``conf/config.yaml``: what to do, and the generation options.
+
+    ``mode`` is checked against the registry of modes (``modes.find``) before this is built.
+    """
+
+    mode: str
+    seed: int
+    ckpt_path: str | None
+    output_dir: str
+    prompt: str | None
+    max_new_tokens: int
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+
+    def __post_init__(self) -> None:
+        if self.prompt is not None:  # Hydra reads prompt=42 as an int
+            self.prompt = str(self.prompt)
+        check_field_types(self, "")
+        if self.mode != "train" and not self.ckpt_path:
+            raise ValueError(
+                f"mode={self.mode} needs a checkpoint: add ckpt_path=RUN_DIR/checkpoints/"
+                "best.ckpt" + (" (or a sweep directory)" if self.mode in ("eval", "heads") else "")
+            )
+        if self.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 0")
+        if self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
+        if self.top_k is not None and self.top_k < 0:
+            raise ValueError(f"top_k={self.top_k} must be >= 0 (0 or null = off)")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p={self.top_p} must be in (0, 1] (null = off)")

@@ -1,0 +1,159 @@
+"""Facts about the layout (ARCHITECTURE.md), read from the modules' own imports: no import
+circle, no module too long, the analysis library below the commands and free of the trainer.
+
+Every import counts: module level, inside functions and under ``TYPE_CHECKING``, since a circle
+hidden in a function is still a circle a reader has to untangle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("analysis", "bench", "common", "conf", "data", "hydra_plugins", "models", "modes")
+PACKAGES += ("tests", "training")
+MAX_LINES = 600
+MAX_LINES_CONF = 400
+TRAINER_LIBRARIES = ("lightning", "pytorch_lightning", "hydra", "omegaconf")
+
+
+def project_modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the project."""
+    modules = {"train": ROOT / "train.py"}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+MODULES = project_modules()
+
+
+def imported_names(name: str, path: Path) -> set[str]:
+    """Every module name ``path`` imports, anywhere in it, resolved to absolute names (for
+    ``from package import module``, the submodule too)."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def project_imports(name: str) -> set[str]:
+    """The project modules ``name`` imports (its package's ``__init__`` excluded: importing a
+    submodule runs it, but that is not an arrow a reader follows)."""
+    return {
+        target
+        for target in imported_names(name, MODULES[name])
+        if target in MODULES and target != name
+    }
+
+
+GRAPH = {name: project_imports(name) for name in MODULES}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_finder_finds_a_planted_circle() -> None:
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(planted) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_imports_are_read_everywhere_in_a_module(tmp_path: Path) -> None:
+    module = tmp_path / "planted.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from data.config import DataConfig\n"
+        "def f():\n    from modes import eval_harness\n    import analysis.summary\n"
+    )
+    names = imported_names("modes.planted", module)
+    assert {"data.config", "modes.eval_harness", "analysis.summary"} <= names
+
+
+def test_no_import_circle() -> None:
+    assert circles(GRAPH) == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_too_long(name: str) -> None:
+    limit = MAX_LINES_CONF if name.split(".")[0] == "conf" else MAX_LINES
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= limit, f"{MODULES[name].relative_to(ROOT)} has {lines} lines (at most {limit})"
+
+
+def test_the_commands_use_the_analysis_library_and_not_the_other_way_round() -> None:
+    analysis = {name for name in MODULES if name.split(".")[0] == "analysis"}
+    assert any(GRAPH[name] & analysis for name in MODULES if name.startswith("modes."))
+    upward = {
+        (name, target)
+        for name in analysis
+        for target in GRAPH[name]
+        if target.split(".")[0] in ("modes", "training", "train", "bench", "hydra_plugins")
+    }
+    assert upward == set()
+
+
+def test_the_analysis_library_imports_no_trainer_and_no_config_framework() -> None:
+    analysis = sorted(name for name in MODULES if name.split(".")[0] == "analysis")
+    reached = set(analysis)
+    frontier = list(analysis)
+    while frontier:  # what the analysis modules reach through the project's own modules
+        for target in GRAPH[frontier.pop()]:
+            if target not in reached:
+                reached.add(target)
+                frontier.append(target)
+    offending = {
+        (name, library)
+        for name in reached
+        for library in TRAINER_LIBRARIES
+        for imported in imported_names(name, MODULES[name])
+        if imported == library or imported.startswith(f"{library}.")
+    }
+    assert offending == set()
