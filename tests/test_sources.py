@@ -18,7 +18,7 @@ import data.sources
 from common.files import stable_hash
 from data.config import DataConfig
 from data.corpus import Corpus, corpus_key, split_units, whole_key
-from data.sources import SOURCES, Source, builtin_documents, source_of
+from data.sources import SOURCES, Source, builtin_documents, keys_read, kind_keys, source_of
 from data.streaming import stream_tokenizer_key
 from tests.corpora import all_texts, load_corpus, make_paragraphs, ready, write_source
 
@@ -100,6 +100,40 @@ def test_each_kind_names_itself_its_splits_and_its_size(tmp_path: Path) -> None:
         assert (source.has_own_splits, source.carves_missing_splits) == (own, carves), case
         assert source.size_bytes() == size, case
     assert source_of(DataConfig(source="hub", name="org/set")).display_name == "org/set"
+
+
+# A value for each key that only some kinds read, and what each kind cannot do without.
+KIND_KEY_VALUES = {"path": "a.txt", "name": "org/set", "config_name": "c", "text_column": "body"}
+KIND_NEEDS = {"builtin": {}, "files": {"path": "a.txt"}, "hub": {"name": "org/set"}}
+
+
+@pytest.mark.parametrize(
+    ("kind", "key"),
+    [(kind, key) for kind in SOURCES for key in sorted(kind_keys() - set(keys_read(kind)))],
+)
+def test_every_kind_refuses_every_source_key_it_does_not_read(kind: str, key: str) -> None:
+    given = {**KIND_NEEDS[kind], key: KIND_KEY_VALUES[key]}
+    with pytest.raises(ValueError, match=rf"^data\.{key}=\S+ is not read by data\.source={kind}, "):
+        DataConfig(source=kind, **given)
+    assert DataConfig(source=kind, **KIND_NEEDS[kind]).source == kind  # without it: accepted
+
+
+def test_every_kind_reads_its_own_source_keys() -> None:
+    for kind in SOURCES:
+        given = {**KIND_NEEDS[kind], **{key: KIND_KEY_VALUES[key] for key in keys_read(kind)}}
+        cfg = DataConfig(source=kind, **given)
+        assert all(getattr(cfg, key) for key in keys_read(kind))
+
+
+def test_auto_picks_the_kind_the_keys_name_and_keeps_its_cache_key(tmp_path: Path) -> None:
+    text = _file(tmp_path / "mine.txt", "my own text\n\nand more of it\n")
+    with initialize_config_dir(config_dir=str(CONF_DATA.parent), version_base="1.3"):
+        tree = compose(config_name="config", overrides=[f"data.path={text}"])
+    on_file = DataConfig(**OmegaConf.to_container(tree.data, resolve=True))
+    assert (on_file.source, on_file.path) == ("files", {"train": text})  # not the built-in docs
+    assert Corpus(on_file).key == Corpus(DataConfig(source="files", path=text)).key
+    assert DataConfig(name="org/set").source == "hub"
+    assert Corpus(DataConfig()).key == Corpus(DataConfig(source="builtin")).key
 
 
 def test_fingerprints_read_no_contents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
