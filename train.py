@@ -20,6 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 import modes
+from common.provenance import provenance
 from conf.command_line import check_command_line
 from conf.hydra_runtime import job_overrides, parse_settings, sweep_dir
 
@@ -165,7 +166,14 @@ def _record_failure(cfg: DictConfig, err: Exception) -> None:
     traceback.print_exc()
     message = str(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {err}"
     print(f"tinylm: this job failed, the sweep goes on: {message}", file=sys.stderr)
-    failure = {"status": "failed", "error": message, "overrides": job_overrides()}
+    trainer = cfg.get("trainer", {})
+    failure = {
+        "status": "failed",
+        "error": message,
+        "overrides": job_overrides(),
+        # the configured precision: the job may have failed before choosing the one it ran in
+        "provenance": provenance(trainer.get("precision"), trainer.get("accelerator", "cpu")),
+    }
     write_metrics(Path(cfg.output_dir), failure)
     if "wandb" in sys.modules:
         import wandb

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.records import format_value, markdown_table, natural_key, read_run
+from analysis.records import format_value, markdown_table, natural_key, read_run, warn
 from analysis.significance import ALPHA, holm_adjusted, welch_p_value
+from common.provenance import differing_runs
 
 REPLICATE_KEY = "seed"
 # The metrics a configuration reports as the mean over its completed runs.
@@ -217,7 +218,7 @@ def by_configuration(
     """The evaluated ``metric`` (with the means of ``others``) of a sweep's runs grouped as
     the sweep summary groups them (by every swept key but the seed), as a
     markdown table."""
-    runs = []
+    runs, provenances = [], {}
     for row in rows:
         run_dir = Path(row["checkpoint"]).parent.parent
         stored = read_run(run_dir, "the run is grouped without its settings") or {}
@@ -225,6 +226,10 @@ def by_configuration(
         if "overrides" in stored:  # none recorded: the run sets no key apart (summary.swept_keys)
             run["overrides"] = stored["overrides"]
         runs.append(run)
+        provenances[run_dir.name] = stored.get("provenance")
+    mixed = differing_runs(list(provenances.items()))
+    if mixed:
+        warn(mixed)
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
     configs = group_runs(runs, keys, metric=metric, higher_is_better=higher_is_better)
     return configuration_table(configs, configuration_rows(configs, others), others)

@@ -38,6 +38,7 @@ from analysis.summary import (
 )
 from analysis.time_to_target import UNITS, target_rows, target_section
 from common.files import write_text_atomically
+from common.provenance import differing_runs
 
 # The columns of runs.csv after the swept keys: these two even when not swept, then results.
 _FIXED_KEYS = ("model.num_heads", "model.dropout")
@@ -115,6 +116,9 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
     explanation = _explanation(configs, rows, len(runs), search is not None, ranked)
     if search:
         explanation += " " + _best_trial(search, runs)
+    mixed = differing_runs([(run["run"], run.get("provenance")) for run in runs])
+    if mixed:
+        explanation += f"\n\nProvenance: {mixed}"
     markdown = (
         f"# Sweep {sweep_dir}\n\n{explanation}\n\n"
         "## Configurations\n\n"

@@ -146,6 +146,20 @@ class SummaryConfig:
 
 
 @dataclass
+class SweepConfig:
+    """The ``sweep`` block of conf/config.yaml: how a sweep re-run treats its finished jobs.
+
+    rerun_changed: train a completed job again when the code it ran (its recorded commit and
+        uncommitted diff) differs from this checkout's; false reuses it and says so.
+    """
+
+    rerun_changed: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_types(self, "sweep.")
+
+
+@dataclass
 class ExportConfig:
     """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
 

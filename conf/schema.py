@@ -25,6 +25,7 @@ from conf.evaluation_config import (
     ExportConfig,
     HeadsConfig,
     SummaryConfig,
+    SweepConfig,
 )
 from conf.finetune_config import FINETUNE_INITS, FINETUNE_METRICS, FinetuneConfig
 from conf.training_config import (
@@ -59,6 +60,7 @@ __all__ = [
     "OptimConfig",
     "Settings",
     "SummaryConfig",
+    "SweepConfig",
     "TrainerConfig",
     "settings_from_tree",
 ]
@@ -73,6 +75,7 @@ GROUPS = {
     "eval": EvalConfig,
     "export": ExportConfig,
     "summary": SummaryConfig,
+    "sweep": SweepConfig,
     "heads": HeadsConfig,
     "finetune": FinetuneConfig,
 }
@@ -99,6 +102,7 @@ class Settings:
     eval: EvalConfig
     export: ExportConfig
     summary: SummaryConfig
+    sweep: SweepConfig
     heads: HeadsConfig
     finetune: FinetuneConfig
     overrides: dict[str, str]

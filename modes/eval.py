@@ -30,6 +30,7 @@ import torch
 from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
+from common.provenance import provenance
 from conf.schema import Settings
 from data.datamodule import LMDataModule
 from data.evaluation import ScoredText
@@ -168,6 +169,7 @@ def evaluate_checkpoint(
         "weights": settings.eval.weights,
         "weights_seed": settings.job.seed if settings.eval.weights == "untrained" else None,
         "precision": settings.trainer.precision,
+        "provenance": provenance(settings.trainer.precision, settings.trainer.accelerator),
         "tokens": text.tokens,
         "tokens_scored": text.tokens_scored,
         "characters": text.characters,

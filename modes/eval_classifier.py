@@ -28,6 +28,7 @@ import lightning as L
 from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
+from common.provenance import provenance
 from conf.schema import FinetuneConfig, Settings
 from data.classification import ClassificationDataModule, encode_examples
 from data.labelled import Example, RawExample, files_examples, with_label_ids
@@ -63,8 +64,14 @@ def run(
     already) and record the results beside them."""
     _check_options(settings, checkpoints[0], first["hyper_parameters"]["classifier"])
     settings = native_precision(settings)
+    stamp = provenance(settings.trainer.precision, settings.trainer.accelerator)
     rows = [
-        evaluate_classifier(ckpt, first if i == 0 else read_checkpoint(ckpt), settings, callbacks)
+        {
+            **evaluate_classifier(
+                ckpt, first if i == 0 else read_checkpoint(ckpt), settings, callbacks
+            ),
+            "provenance": stamp,
+        }
         for i, ckpt in enumerate(checkpoints)
     ]
     print(markdown_table(COLUMNS, [{c: format_value(r.get(c)) for c in COLUMNS} for r in rows]))

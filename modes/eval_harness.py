@@ -19,7 +19,9 @@ from typing import Any
 from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
+from common.provenance import provenance
 from conf.schema import Settings
+from modes.eval_pairs import PRECISION
 from modes.inference import checkpoints_to_evaluate
 from training.checkpoint import check_no_model_overrides, load_checkpoint
 from training.harness import (
@@ -82,6 +84,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
             "arch": checkpoint.config.arch,
             "harness": f"lm-eval {lm_eval.__version__}",
             "limit": cfg.harness_limit,
+            "provenance": provenance(PRECISION, settings.trainer.accelerator),
         }
         for row in metric_rows(results):
             rows.append({**base, **row, "task_config": _task_config(results, row["task"])})

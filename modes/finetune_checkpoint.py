@@ -25,6 +25,7 @@ import torch
 
 from analysis.records import RESULTS_FILE, append_records, write_metrics
 from common.files import stable_hash
+from common.provenance import provenance
 from common.ranks import global_rank
 from conf.schema import Settings
 from data.classification import ClassificationDataModule, encode_examples
@@ -159,6 +160,9 @@ def finetune_checkpoint(
         "best_ckpt": best,
         "overrides": settings.overrides,
         "config": {f"finetune.{k}": v for k, v in asdict(ft).items()},
+        "provenance": provenance(
+            trainer_settings.trainer.precision, trainer_settings.trainer.accelerator
+        ),
     }
     if trainer.is_global_zero:
         write_metrics(out_dir, metrics)
@@ -212,6 +216,7 @@ def _record(metrics: dict[str, Any], protocol: dict[str, Any], pretrained: str) 
         "seed": metrics["seed"],
         "finetuned": metrics["best_ckpt"],
         "protocol": stable_hash("finetune", sorted(protocol.items())),
+        "provenance": metrics["provenance"],
     }
 
     def identity(r: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import lightning as L
 
 from analysis.records import write_metrics
+from common.provenance import provenance
 from conf.schema import Settings
 from modes import Interrupted
 from training.callbacks import SaveOnInterrupt
@@ -48,6 +49,7 @@ def fit(
                 "step": guard.step,
                 "resume_ckpt": str(guard.saved),
                 "overrides": settings.overrides,
+                "provenance": provenance(settings.trainer.precision, settings.trainer.accelerator),
             }
             write_metrics(out_dir, status)
         raise Interrupted(

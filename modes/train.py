@@ -8,6 +8,7 @@ when it left a ``last.ckpt``.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ import lightning as L
 import torch
 
 from analysis.records import DamagedRecord, read_metrics, warn, write_metrics
+from common.provenance import code_label, code_version, provenance, same_code
 from common.ranks import global_rank
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
@@ -49,7 +51,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     out_dir = Path(settings.job.output_dir)
     resume = settings.job.ckpt_path
     if settings.sweep_dir is not None:
-        done, resume = _sweep_job_state(out_dir, resume, settings.overrides)
+        done, resume = _sweep_job_state(
+            out_dir, resume, settings.overrides, settings.sweep.rerun_changed
+        )
         if done is not None:
             return done
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
@@ -134,6 +138,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         "val_curve": task.val_curve,
         "overrides": settings.overrides,
         "config": {f"model.{k}": v for k, v in model_config.to_dict().items()},
+        "provenance": provenance(settings.trainer.precision, settings.trainer.accelerator),
         **counts,
     }
     if trainer.is_global_zero:
@@ -152,12 +157,14 @@ def parameter_counts(model: Encoder | Decoder) -> dict[str, int]:
 
 
 def _sweep_job_state(
-    out_dir: Path, resume: str | None, overrides: dict[str, str]
+    out_dir: Path, resume: str | None, overrides: dict[str, str], rerun_changed: bool = False
 ) -> tuple[dict[str, Any] | None, str | None]:
     """A sweep job in a directory that may hold an earlier run of it: skip it when that run
-    completed (returning its stored metrics), resume it from checkpoints/last.ckpt when it got
-    that far; refuse when the earlier run had other settings. A job without a record leaves a
-    "running" one, so that even a job killed before its first checkpoint is recognised."""
+    completed (returning its stored metrics; one that ran other code is named, and trained
+    again from scratch with ``rerun_changed``), resume it from checkpoints/last.ckpt when it
+    got that far; refuse when the earlier run had other settings. A job without a record
+    leaves a "running" one, so that even a job killed before its first checkpoint is
+    recognised."""
     try:
         stored = read_metrics(out_dir)
     except DamagedRecord as err:  # stop rather than overwrite it: it may be a finished run's
@@ -172,6 +179,8 @@ def _sweep_job_state(
     else:
         _check_same_job(out_dir, stored.get("overrides", {}), overrides)
     if stored is not None and stored.get("status") == "completed":
+        if _ran_other_code(out_dir, stored, rerun_changed):
+            return None, resume
         print(
             f"tinylm: {out_dir} already completed, skipping it (delete that directory to "
             "train it again from scratch)"
@@ -184,9 +193,28 @@ def _sweep_job_state(
     return None, resume
 
 
+def _ran_other_code(out_dir: Path, stored: dict[str, Any], rerun_changed: bool) -> bool:
+    """Whether a completed job's code differs from this checkout's and is to be trained again
+    (``rerun_changed``: its checkpoints and records are deleted first); says which it is."""
+    now = {"code": code_version()}
+    if same_code(stored.get("provenance"), now):
+        return False
+    earlier = code_label(stored.get("provenance"))
+    ran = f"{out_dir} completed on {earlier}, not this checkout's {code_label(now)}"
+    if not rerun_changed:
+        warn(f"{ran}; its results are reused (sweep.rerun_changed=true trains it again)")
+        return False
+    warn(f"{ran}; sweep.rerun_changed=true: training it again from scratch")
+    if global_rank() == 0:
+        shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+        write_metrics(out_dir, {"status": "running", "overrides": stored.get("overrides", {})})
+    return True
+
+
 def _check_same_job(out_dir: Path, stored: dict[str, str], requested: dict[str, str]) -> None:
-    # summary.* shapes the sweep's summary, not its jobs: a re-run may change it.
-    keys = {k for k in {*stored, *requested} if not k.startswith("summary.")}
+    # summary.* shapes the sweep's summary and sweep.* its re-run, not its jobs: a re-run may
+    # change them.
+    keys = {k for k in {*stored, *requested} if not k.startswith(("summary.", "sweep."))}
     differ = sorted(k for k in keys if stored.get(k) != requested.get(k))
     if differ:
         pairs = ", ".join(f"{k}={requested.get(k)} (there: {stored.get(k)})" for k in differ)

@@ -152,6 +152,11 @@ NOT_RUNNABLE = {
     "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
     "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
     "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
+    "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2 "
+    "hydra.sweep.dir=$SWEEP sweep.rerun_changed=true": (
+        "the re-run above with sweep.rerun_changed=true: on unchanged code it skips every job "
+        "as that one does; tests/test_provenance.py re-runs a job on changed code"
+    ),
     "python train.py mode=heads ckpt_path=$SWEEP": (
         "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
         "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"

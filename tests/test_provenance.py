@@ -1,0 +1,122 @@
+"""Provenance: the code version of a dirty checkout, runs of one sweep on other code named in
+its summary, and a sweep re-run that meets a job finished on other code."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.records import read_metrics, write_metrics
+from analysis.sweep_summary import write_sweep_summary
+from common.provenance import code_version, differing_runs, provenance
+from modes.train import _sweep_job_state
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_a_dirty_checkout_records_dirty_and_the_hash_of_its_changes(tmp_path: Path) -> None:
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    _git(tmp_path, "add", "a.py")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    read = code_version.__wrapped__  # uncached: the tree changes between the calls
+    clean = read(tmp_path)
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False and clean["diff_hash"] is None
+    (tmp_path / "a.py").write_text("x = 2\n")
+    edited = read(tmp_path)
+    assert edited["commit"] == clean["commit"] and edited["dirty"] is True
+    assert edited["diff_hash"] == read(tmp_path)["diff_hash"]  # the same change, the same hash
+    (tmp_path / "a.py").write_text("x = 3\n")
+    assert read(tmp_path)["diff_hash"] != edited["diff_hash"]
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "new.py").write_text("y = 1\n")  # an untracked file is a change too
+    untracked = read(tmp_path)
+    assert untracked["dirty"] is True and untracked["diff_hash"] not in (None, edited["diff_hash"])
+
+
+def test_outside_a_checkout_the_code_is_unknown(tmp_path: Path) -> None:
+    assert code_version.__wrapped__(tmp_path) == {
+        "commit": "unknown",
+        "dirty": "unknown",
+        "diff_hash": "unknown",
+    }
+
+
+def test_a_record_names_versions_device_precision_and_command() -> None:
+    recorded = provenance("bf16-mixed", "cpu")
+    assert recorded["precision"] == "bf16-mixed" and recorded["device"].startswith("CPU: ")
+    assert set(recorded["versions"]) == {
+        "python",
+        "torch",
+        "lightning",
+        "tokenizers",
+        "datasets",
+        "transformers",
+    }
+    assert recorded["code"] == code_version() and recorded["command"]
+
+
+def _run(commit: str, torch: str = "2.13.0") -> dict:
+    recorded = provenance("32-true")
+    return {
+        **recorded,
+        "code": {"commit": commit, "dirty": False, "diff_hash": None},
+        "versions": {**recorded["versions"], "torch": torch},
+    }
+
+
+def test_jobs_on_other_code_are_named_in_the_summary(tmp_path: Path) -> None:
+    commits = ["a" * 40, "b" * 40, "a" * 40, "a" * 40]
+    for job, commit in enumerate(commits):
+        write_metrics(
+            tmp_path / str(job),
+            {
+                "status": "completed",
+                "best_val_loss": 2.0 + job / 10,
+                "overrides": {"seed": str(job)},
+                "provenance": _run(commit, torch="2.12.0" if job == 1 else "2.13.0"),
+            },
+        )
+    write_metrics(tmp_path / "4", {"status": "completed", "best_val_loss": 2.5, "overrides": {}})
+    write_sweep_summary(tmp_path)
+    (line,) = [x for x in (tmp_path / "summary.md").read_text().splitlines() if "Provenance" in x]
+    assert "run 1 (commit bbbbbbb, torch 2.12.0)" in line
+    assert "run 4 (no provenance recorded)" in line
+    assert "the other 3 (commit aaaaaaa, torch 2.13.0)" in line
+
+
+def test_runs_that_agree_are_not_named() -> None:
+    assert differing_runs([("0", _run("a" * 40)), ("1", _run("a" * 40))]) is None
+    assert differing_runs([("0", None), ("1", None)]) is None
+
+
+@pytest.mark.parametrize("rerun_changed", [False, True])
+def test_a_rerun_on_changed_code_says_so_and_reruns_when_asked(
+    tmp_path: Path, capsys, rerun_changed: bool
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "best.ckpt").write_bytes(b"old")
+    old = {"status": "completed", "overrides": {"a": "1"}, "provenance": _run("c" * 40)}
+    write_metrics(tmp_path, old)
+    done, resume = _sweep_job_state(tmp_path, None, {"a": "1"}, rerun_changed)
+    message = capsys.readouterr().err
+    assert f"{tmp_path} completed on commit ccccccc, not this checkout's" in message
+    if rerun_changed:
+        assert done is None and resume is None  # trained again, from scratch
+        assert "training it again" in message
+        assert not (tmp_path / "checkpoints").exists()
+        assert read_metrics(tmp_path)["status"] == "running"
+    else:
+        assert done["status"] == "completed" and "its results are reused" in message
+        assert (tmp_path / "checkpoints" / "best.ckpt").read_bytes() == b"old"
+
+
+def test_a_rerun_on_the_same_code_says_nothing(tmp_path: Path, capsys) -> None:
+    same = {"status": "completed", "overrides": {}, "provenance": provenance("32-true")}
+    write_metrics(tmp_path, same)
+    assert _sweep_job_state(tmp_path, None, {}, True)[0]["status"] == "completed"
+    assert "completed on" not in capsys.readouterr().err
