@@ -44,7 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.launch import ROOT, module_command, run_child, train_command
+
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 QUIET = ["logger=none"]  # no logger start-up: the data path is what is measured
 DDP = ["trainer=cpu_ddp"]
@@ -70,18 +71,13 @@ def make_corpus(path: Path, megabytes: int) -> None:
 def measured(command: list[str], env: dict[str, str]) -> dict[str, float]:
     """Wall seconds and peak RSS (MB) of ``command``, run by a fresh measuring process (its
     children's ru_maxrss then covers this command alone)."""
-    probe = [sys.executable, "-m", "bench.data", "--measure", "--", *command]
-    proc = subprocess.run(probe, cwd=ROOT, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(proc.stderr[-3000:])
+    proc = run_child(module_command("bench.data", ["--measure", "--", *command]), env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def measure(command: list[str]) -> None:
     started = time.perf_counter()
-    code = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if code.returncode != 0:
-        sys.exit(f"failed: {' '.join(command)}\n{code.stderr[-2000:]}")
+    run_child(command)
     seconds = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps({"s": seconds, "rss_mb": peak_mb}))
@@ -90,8 +86,7 @@ def measure(command: list[str]) -> None:
 def five_steps(overrides: list[str], cache: str, run_dir: str, steps: int = 5) -> dict[str, float]:
     """A ``steps``-step run of train.py with ``overrides``, measured (see ``measured``)."""
     settings = [*QUIET, f"trainer.max_steps={steps}", *overrides, f"hydra.run.dir={run_dir}"]
-    command = [sys.executable, "train.py", *settings]
-    return measured(command, {**os.environ, "TINYLM_CACHE": cache})
+    return measured(train_command(settings), {**os.environ, "TINYLM_CACHE": cache})
 
 
 def summary(values: list[float], unit: str, digits: int = 1) -> str:

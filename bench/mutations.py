@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.launch import ROOT
+
 WORK = ROOT / ".mutmut"
 # What a copy needs: every package the tests import (tests/ and pyproject.toml mutmut copies
 # into mutants/ itself, from the copy).

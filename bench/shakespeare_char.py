@@ -36,13 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.launch import ROOT, module_command, run_child
+
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 
@@ -84,21 +84,13 @@ def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
     if not any(o.startswith("experiment=") for o in overrides):
         overrides = ["experiment=shakespeare_char", *overrides]
     with tempfile.TemporaryDirectory(prefix="tinylm-shakespeare-") as run_dir:
-        command = [
-            sys.executable,
-            "-m",
+        command = module_command(
             "bench.shakespeare_char",
-            "--child",
-            "--",
-            f"data.path={data}",
-            *overrides,
-            f"hydra.run.dir={run_dir}",
-        ]
+            ["--child", "--", f"data.path={data}", *overrides, f"hydra.run.dir={run_dir}"],
+        )
         started = time.perf_counter()
-        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        proc = run_child(command)
         wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"train.py failed:\n{proc.stderr[-3000:]}")
     line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("BENCH "))
     return {"wall_s": wall, **json.loads(line.removeprefix("BENCH "))}
 

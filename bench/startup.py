@@ -31,7 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.launch import ROOT
+
 PHASES = ["interpreter", "imports", "config+data", "model+trainer+fit", "fit to step 1"]
 
 

@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.launch import ROOT
+
 SHAPE = [
     "model.num_layers=2",
     "model.hidden_size=64",

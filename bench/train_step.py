@@ -71,14 +71,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from bench.launch import ROOT
 from conf.schema import OptimConfig
 from data.collate import DocumentCollator, collate_blocks
 from data.config import DataConfig
 from models.config import ModelConfig
 from models.transformer import Decoder
 from training.task import warmup_cosine
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # name -> (Hydra overrides, vocabulary size of that run's tokenizer). Both with AdamW and
 # learned positions, as the bare loop: `python train.py`'s own Muon and rotary positions

@@ -13,6 +13,7 @@ accumulate in one place. A fine-tuned ``last.ckpt`` resumes an interrupted fine-
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from analysis.records import RESULTS_FILE, append_records, write_metrics
 from common.files import stable_hash
 from common.provenance import provenance
 from common.ranks import global_rank
-from conf.schema import Settings
+from conf.schema import FinetuneConfig, Settings
 from data.classification import ClassificationDataModule, encode_examples
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
@@ -159,7 +160,7 @@ def finetune_checkpoint(
         "threads": torch.get_num_threads(),
         "best_ckpt": best,
         "overrides": settings.overrides,
-        "config": {f"finetune.{k}": v for k, v in asdict(ft).items()},
+        "config": protocol_record(ft),
         "provenance": provenance(
             trainer_settings.trainer.precision, trainer_settings.trainer.accelerator
         ),
@@ -173,6 +174,12 @@ def finetune_checkpoint(
 
 
 _METRIC_NAMES = ("loss", "accuracy", "f1", "mcc")
+
+
+def protocol_record(ft: FinetuneConfig) -> dict[str, Any]:
+    """The fine-tuning settings as metrics.json records them (``config``): JSON's types, so
+    that a record read back compares equal."""
+    return json.loads(json.dumps({f"finetune.{k}": v for k, v in asdict(ft).items()}))
 
 
 def _resumable(ckpt: Path, checkpoint: dict[str, Any], settings: Settings) -> dict[str, Any]:

@@ -4,9 +4,11 @@ and its configurations compared on the task (``modes/finetune.py`` dispatches he
 The jobs' checkpoints are the ones ``mode=eval`` finds in a sweep directory (each job's
 ``checkpoints/best.ckpt``, ``modes.inference.checkpoints_to_evaluate``); a job whose
 ``metrics.json`` does not say ``completed`` is not fine-tuned and counts as failed. Each
-fine-tune is ``mode=finetune`` on one job's checkpoint with this command's settings (the same
-``seed`` for every job: the pretraining's seeds are the replicates), into its own run
-directory ``OUTPUT_DIR/JOB``, with its record in that job's ``eval.jsonl``. The jobs are then
+fine-tune is ``mode=finetune`` on one job's checkpoint with this command's settings and the
+job's own ``seed`` where the sweep swept it (the pretraining's seeds are the replicates, and a
+scratch arm's networks differ as theirs do), into its own run directory ``OUTPUT_DIR/JOB``,
+with its record in that job's ``eval.jsonl``; a job whose run directory holds that fine-tune
+completed is read, not run again. The jobs are then
 grouped as the sweep summary groups them (by the pretraining's swept keys but the seed,
 ``analysis/summary.py``): one row per pretraining configuration with the task metric on the
 test split as mean ± std over its jobs, its difference from the best (the highest) against
@@ -25,7 +27,7 @@ from typing import Any
 
 import lightning as L
 
-from analysis.records import collect_runs, format_value, markdown_table
+from analysis.records import METRICS_FILE, collect_runs, format_value, markdown_table, read_run
 from analysis.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -35,7 +37,7 @@ from analysis.summary import (
 )
 from common.files import write_text_atomically
 from conf.schema import Settings
-from modes.finetune_checkpoint import finetune_checkpoint
+from modes.finetune_checkpoint import finetune_checkpoint, protocol_record
 from modes.inference import checkpoints_to_evaluate
 
 PRETRAINING_LOSS = "pretraining_val_loss"  # a job's best validation loss in pretraining
@@ -45,23 +47,60 @@ def finetune_sweep(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> 
     """Fine-tune every completed job of the sweep ``job.ckpt_path``; the runs and their table."""
     sweep = Path(settings.job.ckpt_path)
     jobs = completed_jobs(sweep)
+    pretrained_runs = collect_runs(sweep)
+    _check_seed(sweep, pretrained_runs, settings)
     out_dir = Path(settings.job.output_dir)
     runs = []
-    for job in collect_runs(sweep):
+    for job in pretrained_runs:
         best = jobs.get(job["run"])
         pretraining = {"run": job["run"], "overrides": job.get("overrides", {})}
         if best is None:  # not fine-tuned: a failed job of its configuration
             runs.append({**pretraining, "status": "failed"})
             continue
+        seed = int(job.get("overrides", {}).get(REPLICATE_KEY, settings.job.seed))
         job_settings = replace(
             settings,
-            job=replace(settings.job, ckpt_path=str(best), output_dir=str(out_dir / job["run"])),
+            job=replace(
+                settings.job, ckpt_path=str(best), output_dir=str(out_dir / job["run"]), seed=seed
+            ),
         )
-        tuned = finetune_checkpoint(job_settings, best, callbacks)
+        tuned = _finished(job_settings, best) or finetune_checkpoint(job_settings, best, callbacks)
         runs.append({**tuned, **pretraining, PRETRAINING_LOSS: job.get("best_val_loss")})
     table, written = write_finetune_summary(sweep, runs, settings)
     print(f"\n{table}\nwrote {written}")
     return {"runs": runs, "configurations": table, "summary": str(written)}
+
+
+def _check_seed(sweep: Path, runs: Sequence[dict[str, Any]], settings: Settings) -> None:
+    """A sweep over seeds fine-tunes each job with its own seed: a ``seed=`` given as well
+    would be ignored, so it is refused."""
+    if REPLICATE_KEY in settings.overrides and any(
+        REPLICATE_KEY in run.get("overrides", {}) for run in runs
+    ):
+        raise ValueError(
+            f"seed={settings.job.seed}: the sweep {sweep} swept seed, and each of its jobs is "
+            "fine-tuned with its own pretraining seed (so scratch and pretrained arms vary "
+            "alike); drop seed= from the command"
+        )
+
+
+def _finished(settings: Settings, pretrained: Path) -> dict[str, Any] | None:
+    """The metrics of a completed fine-tune of ``pretrained`` already in the job's output
+    directory with these settings and seed (an interrupted sweep goes on where it stopped);
+    None when there is none."""
+    out = Path(settings.job.output_dir)
+    if not (out / METRICS_FILE).is_file():
+        return None
+    done = read_run(out, "it is fine-tuned again")
+    same = (
+        done.get("status") == "completed"
+        and done.get("seed") == settings.job.seed
+        and done.get("pretrained") == str(pretrained.resolve())
+        and done.get("config") == protocol_record(settings.finetune)
+    )
+    if same:
+        print(f"tinylm: {out} holds this fine-tune, completed: read, not run again")
+    return done if same else None
 
 
 def completed_jobs(sweep: Path) -> dict[str, Path]:

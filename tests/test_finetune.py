@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import modes.eval
+import modes.finetune
 from conf.command_line import check_command_line
 from conf.hydra_runtime import parse_settings
 from data.classification import PadCollator, encode_examples
@@ -513,6 +514,19 @@ def test_finetune_over_a_pretraining_sweep_groups_its_configurations(
     summary = (sweep / "finetune_summary_files_pretrained.md").read_text()
     assert results["configurations"] in summary and "test_mcc is the mean" in summary
     assert results["configurations"] in capsys.readouterr().out
+    assert [tuned[n]["seed"] for n in ("0", "1", "2")] == [1, 2, 1]  # each job's own seed
+    # Run again: each completed fine-tune is read, not trained again.
+    written = {n: (out / n / "metrics.json").stat().st_mtime_ns for n in tuned}
+    again = finetune(sweep, out, *task, "finetune.metric=mcc")
+    assert {n: (out / n / "metrics.json").stat().st_mtime_ns for n in tuned} == written
+    assert capsys.readouterr().out.count("read, not run again") == 3
+    assert again["configurations"] == results["configurations"]
+    changed = finetune(sweep, out, *task, "finetune.metric=mcc", "finetune.max_steps=3")
+    assert all(run["step"] == 3 for run in changed["runs"] if run.get("status") == "completed")
+    cfg = compose_config("mode=finetune", f"ckpt_path={sweep}", f"output_dir={out}", "seed=5")
+    typed = replace(parse_settings(cfg), overrides={"seed": "5"})  # as Hydra's runtime has it
+    with pytest.raises(ValueError, match=r"^seed=5: the sweep .* swept seed, .* drop seed="):
+        modes.finetune.run(typed)
 
 
 def _cells(table: str) -> list[list[str]]:
