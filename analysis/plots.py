@@ -41,7 +41,8 @@ def heatmap_cells(
     configs: Sequence[Configuration], keys: Sequence[str]
 ) -> tuple[list[str], list[str], list[list[Configuration | None]]]:
     """(row values, column values, the configuration drawn in each cell) over the first two
-    keys; with more keys a cell shows the configuration with the lowest mean among its own."""
+    keys; with more keys a cell shows the configuration with the best mean among its own (the
+    lowest, or the highest where higher is better)."""
     row_key, col_key = keys[0], (keys[1] if len(keys) > 1 else None)
     row_values = sorted({c.values[row_key] for c in configs}, key=natural_key)
     col_values = sorted({c.values[col_key] for c in configs}, key=natural_key) if col_key else [""]
@@ -51,34 +52,47 @@ def heatmap_cells(
         j = col_values.index(config.values[col_key]) if col_key else 0
         current = cells[i][j]
         if current is None or (
-            config.mean is not None and (current.mean is None or config.mean < current.mean)
+            config.mean is not None
+            and (
+                current.mean is None or _better(config.mean, current.mean, config.higher_is_better)
+            )
         ):
             cells[i][j] = config
     return row_values, col_values, cells
 
 
-def plot_heatmap(configs: Sequence[Configuration], keys: Sequence[str], out_path: Path) -> Path:
-    """Mean best validation loss per cell with its spread; failed cells hatched. The colour
-    range is never narrower than four standard deviations, so noise does not look like a
-    result; cells worse than the best beyond two standard errors are starred."""
+def plot_heatmap(
+    configs: Sequence[Configuration],
+    keys: Sequence[str],
+    out_path: Path,
+    label: str = "best validation loss",
+) -> Path:
+    """Mean of the configurations' metric (``label``: the best validation loss unless named)
+    per cell with its spread; failed cells hatched. The best end of the colour map is light
+    (the lowest value, or the highest where higher is better). The colour range is never
+    narrower than four standard deviations, so noise does not look like a result; cells worse
+    than the best beyond two standard errors are starred."""
     row_values, col_values, cells = heatmap_cells(configs, keys)
     ranked = [c for c in configs if c.mean is not None]
     best = best_configuration(configs)
+    higher = bool(configs and configs[0].higher_is_better)
     grid = [[math.nan if c is None or c.mean is None else c.mean for c in row] for row in cells]
     stds = [c.std for c in ranked if c.std is not None]
-    low = best.mean if best else 0.0
-    high = max((c.mean for c in ranked), default=low)
-    high = max(high, low + 4 * max(stds, default=0.0), low + 1e-6)
+    best_mean = best.mean if best else 0.0
+    span = max((abs(c.mean - best_mean) for c in ranked), default=0.0)
+    span = max(span, 4 * max(stds, default=0.0), 1e-6)
+    low, high = (best_mean - span, best_mean) if higher else (best_mean, best_mean + span)
     fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(col_values), 1.6 + 0.9 * len(row_values)))
-    image = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=low, vmax=high)
-    fig.colorbar(image, ax=ax, label="best validation loss (mean over seeds)")
+    cmap = "viridis" if higher else "viridis_r"
+    image = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=low, vmax=high)
+    fig.colorbar(image, ax=ax, label=f"{label} (mean over seeds)")
     ax.set_xticks(range(len(col_values)), col_values)
     ax.set_yticks(range(len(row_values)), row_values)
     ax.set_xlabel(keys[1] if len(keys) > 1 else "")
     ax.set_ylabel(keys[0])
     for i, row in enumerate(cells):
         for j, config in enumerate(row):
-            if config is None:
+            if config is None or config.mean is None and not config.failed:
                 text, light = "-", True
             elif config.mean is None:
                 text, light = "failed", True
@@ -88,8 +102,8 @@ def plot_heatmap(configs: Sequence[Configuration], keys: Sequence[str], out_path
                 text = mean_pm_std(config).replace(" ± ", "\n± ") + ("*" if exceeds else "")
                 if config.failed:
                     text += f"\n({config.failed} failed)"
-                # Dark text on the light (low-loss) end of the colour map, white on the dark.
-                light = config.mean - low <= 0.5 * (high - low)
+                # Dark text on the light (best) end of the colour map, white on the dark.
+                light = abs(config.mean - best_mean) <= 0.5 * span
             color = "black" if light else "white"
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
     counts = sorted({c.n for c in configs})
@@ -98,7 +112,7 @@ def plot_heatmap(configs: Sequence[Configuration], keys: Sequence[str], out_path
     ) + " runs per cell; * worse than the best beyond 2 standard errors"
     if not stds:
         caption = f"n = {max(counts, default=0)} per cell: no spread, differences not judged"
-    ax.set_title(f"validation loss\n{caption}", fontsize=9)
+    ax.set_title(f"{label}\n{caption}", fontsize=9)
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
@@ -232,3 +246,32 @@ def _prune_axes(ax: plt.Axes, title: str) -> None:
     ax.set_ylabel("loss")
     if title:
         ax.set_title(title, fontsize=9)
+
+
+def plot_search_history(trials: Sequence[tuple[int, float | None]], out_path: Path) -> Path:
+    """A search's best validation loss per trial (number, loss; None: failed, drawn as a cross
+    on the axis) and the best so far."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    done = [(n, loss) for n, loss in trials if loss is not None]
+    ax.plot([n for n, _ in done], [loss for _, loss in done], "o", label="trial")
+    best, so_far = math.inf, []
+    for _, loss in done:
+        best = min(best, loss)
+        so_far.append(best)
+    ax.step([n for n, _ in done], so_far, where="post", label="best so far")
+    failed = [n for n, loss in trials if loss is None]
+    if failed:
+        floor = min((loss for _, loss in done), default=0.0)
+        ax.plot(failed, [floor] * len(failed), "x", color="red", label="failed")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("best validation loss")
+    ax.set_title("search history", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+def _better(value: float, other: float, higher_is_better: bool) -> bool:
+    return value > other if higher_is_better else value < other

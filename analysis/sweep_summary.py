@@ -112,7 +112,7 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         ),
         _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
     ]
-    search = _search_result(sweep_dir)
+    search = search_result(sweep_dir)
     explanation = _explanation(configs, rows, len(runs), search is not None, ranked)
     if search:
         explanation += " " + _best_trial(search, runs)
@@ -192,7 +192,7 @@ def _explanation(
     return text
 
 
-def _search_result(sweep_dir: Path) -> dict[str, Any] | None:
+def search_result(sweep_dir: Path) -> dict[str, Any] | None:
     """None unless the sweep is an Optuna search (its sweeper in ``multirun.yaml``); then the
     plugin's ``optimization_results.yaml``, empty until the search has ended with a best trial."""
     config, result = sweep_dir / "multirun.yaml", sweep_dir / "optimization_results.yaml"

@@ -19,6 +19,7 @@ MODES = {
     "export": "modes.export",
     "heads": "modes.heads",
     "finetune": "modes.finetune",
+    "report": "modes.report",
 }
 
 

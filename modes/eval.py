@@ -37,6 +37,7 @@ from data.evaluation import ScoredText
 from data.examples import check_stride
 from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
+from modes.report import refresh
 from modes.scoring import record_head, scored_batches, task_and_data
 from training.checkpoint import (
     check_language_model,
@@ -132,6 +133,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
     )
     print(f"wrote {out}")
+    refresh(target)
     return {**results, "eval_jsonl": str(out)}
 
 

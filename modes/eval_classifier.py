@@ -34,6 +34,7 @@ from data.classification import ClassificationDataModule, encode_examples
 from data.labelled import Example, RawExample, files_examples, with_label_ids
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
+from modes.report import refresh
 from training.checkpoint import check_no_model_overrides, load_classifier, read_checkpoint
 from training.classification import classification_task_from_hparams
 from training.precision import native_precision
@@ -95,6 +96,7 @@ def run(
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
     )
     print(f"wrote {out}")
+    refresh(target)
     return {**results, "eval_jsonl": str(out)}
 
 

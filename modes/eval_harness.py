@@ -23,6 +23,7 @@ from common.provenance import provenance
 from conf.schema import Settings
 from modes.eval_pairs import PRECISION
 from modes.inference import checkpoints_to_evaluate
+from modes.report import refresh
 from training.checkpoint import check_no_model_overrides, load_checkpoint
 from training.harness import (
     check_harness_checkpoint,
@@ -97,6 +98,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
     )
     print(f"wrote {out}")
+    refresh(target)
     return {**summary, "eval_jsonl": str(out)}
 
 

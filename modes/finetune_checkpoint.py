@@ -33,6 +33,7 @@ from data.classification import ClassificationDataModule, encode_examples
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.fitting import fit
+from modes.report import refresh
 from training.checkpoint import check_no_model_overrides, is_classifier, read_checkpoint
 from training.classification import ClassificationTask
 from training.precision import native_precision
@@ -169,6 +170,8 @@ def finetune_checkpoint(
         write_metrics(out_dir, metrics)
         _record(metrics, ft.__dict__, pretrained["checkpoint"])
         _print_results(metrics)
+        refresh(out_dir)
+        refresh(Path(pretrained["checkpoint"]))  # its run's page shows the new record
     finish_logger(trainer)
     return metrics
 

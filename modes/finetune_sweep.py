@@ -39,6 +39,7 @@ from common.files import write_text_atomically
 from conf.schema import Settings
 from modes.finetune_checkpoint import finetune_checkpoint, protocol_record
 from modes.inference import checkpoints_to_evaluate
+from modes.report import refresh
 
 PRETRAINING_LOSS = "pretraining_val_loss"  # a job's best validation loss in pretraining
 
@@ -68,6 +69,7 @@ def finetune_sweep(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> 
         runs.append({**tuned, **pretraining, PRETRAINING_LOSS: job.get("best_val_loss")})
     table, written = write_finetune_summary(sweep, runs, settings)
     print(f"\n{table}\nwrote {written}")
+    refresh(sweep)
     return {"runs": runs, "configurations": table, "summary": str(written)}
 
 

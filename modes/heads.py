@@ -35,6 +35,7 @@ from analysis.summary import (
 from common.files import write_text_atomically
 from conf.schema import Settings
 from modes.inference import checkpoints_to_evaluate
+from modes.report import refresh
 from modes.scoring import record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 from training.heads import HeadStats, head_stats, heads_for_share, heads_to_prune, prune_curve
@@ -70,6 +71,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     write_text_atomically(summary, f"{kept}\n\n{section}".lstrip())
     print(section)
     print(f"wrote {summary}")
+    refresh(target)
     return {"results": records, "summary_md": str(summary)}
 
 
@@ -127,6 +129,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     plot_prune_curve(curve, ckpt.parent / "prune_curve.png", title)
     print(head_table(record))
     print(f"wrote {out}, {ckpt.parent / 'heads.png'}, {ckpt.parent / 'prune_curve.png'}")
+    refresh(ckpt)  # its run's page shows the heads
     return record
 
 

@@ -60,8 +60,11 @@ class SweepSummary(Callback):
         print(f"tinylm: sweep directory {sweep_dir}; {hint}")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from modes.report import refresh  # matplotlib: when a sweep ends
+
         target = config.get("summary", {}).get("target_loss")
         write_summary(Path(config.hydra.sweep.dir), target_loss=target)
+        refresh(Path(config.hydra.sweep.dir), target_loss=target)
 
 
 def write_summary(sweep_dir: Path, target_loss: float | None = None) -> None:

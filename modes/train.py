@@ -28,6 +28,7 @@ from models.transformer import Decoder, Encoder
 from modes import SweepConflict
 from modes.fitting import fit
 from modes.inference import sample_text
+from modes.report import refresh
 from training.budget import apply_budget
 from training.checkpoint import check_language_model, check_resume, read_checkpoint
 from training.compile import compile_network
@@ -144,6 +145,8 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     if trainer.is_global_zero:
         write_metrics(out_dir, metrics)
         metrics["sample"] = _final_report(task, datamodule, settings, metrics)
+        write_metrics(out_dir, metrics)  # with the closing sample, which the run's page shows
+        refresh(out_dir)
     finish_logger(trainer)
     return metrics
 

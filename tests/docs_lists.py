@@ -67,6 +67,7 @@ READER_MODES = (
     "mode=export",
     "mode=heads",
     "mode=finetune",
+    "mode=report",
 )
 # mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps:
 # an epoch of the built-in task at this batch size, so it validates and writes the

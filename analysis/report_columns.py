@@ -1,0 +1,253 @@
+"""The columns of a report's table: every metric recorded for a sweep's runs (or one run),
+each a value per run, read from the files the commands wrote.
+
+- ``metrics.json``: the best validation loss and bpb (a fine-tune's: its test metric), and the
+  time to ``summary.target_loss`` (``analysis/time_to_target.py``);
+- ``eval.jsonl`` (the sweep's, each run's and each run's ``checkpoints/``): held-out text (loss,
+  bpb), minimal pairs (accuracy overall and per paradigm), harness tasks, fine-tunes (the task
+  metric per task and init);
+- ``checkpoints/heads.json``: the heads per layer that carry 90% of the importance, the loss
+  with half the heads gated off.
+
+A record belongs to the run whose directory holds its checkpoint; of two records for one run
+and column, the later one counts (a file read later, or a later line). Each column is then
+grouped by configuration over seeds exactly as the summary groups the best validation loss
+(``analysis/summary.py``): mean ± std, the best, and the 2 SE and Holm verdicts against it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.records import RESULTS_FILE, read_records, warn
+from analysis.summary import Configuration, configuration_rows, group_runs
+from analysis.sweep_summary import ranking
+from analysis.time_to_target import first_reached
+
+HEADS_FILE = "heads.json"
+
+
+@dataclass
+class Column:
+    """One metric: its title, its value per run name, and which way is better (None: a
+    description, such as a head count, with no best and no verdicts)."""
+
+    key: str
+    title: str
+    group: str
+    higher_is_better: bool | None
+    values: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return self.higher_is_better is not None
+
+
+@dataclass
+class Cell:
+    """A column's statistics for one configuration (``configuration_rows``' row)."""
+
+    mean: float | None
+    std: float | None
+    n: int
+    best: bool
+    exceeds_2se: bool | None
+    holm_p: float | None
+    holm_significant: bool | None
+    values: list[float]
+
+
+def run_columns(
+    root: Path, runs: Sequence[dict[str, Any]], target_loss: float | None
+) -> list[Column]:
+    """Every column with at least one value for ``runs`` (``root``: the sweep directory, or
+    the run directory of a single run)."""
+    columns: dict[str, Column] = {}
+
+    def put(key: str, title: str, group: str, higher: bool | None, run: str, value: Any) -> None:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            column = columns.setdefault(key, Column(key, title, group, higher))
+            column.values[run] = float(value)
+
+    ranked = ranking(runs)
+    for run in runs:
+        if run.get("status") != "completed":
+            continue
+        name = run["run"]
+        put(
+            ranked.metric,
+            ranked.metric,
+            "training",
+            ranked.higher_is_better,
+            name,
+            run.get(ranked.metric),
+        )
+        if not ranked.fine_tunes:
+            put("val_bpb", "val_bpb", "training", False, name, run.get("val_bpb"))
+        reached = first_reached(run, target_loss) if target_loss is not None else None
+        for unit in ("steps", "seconds"):
+            title = f"{unit} to loss {target_loss:g}" if target_loss is not None else ""
+            put(
+                f"{unit}_to_target", title, "time to target", False, name, (reached or {}).get(unit)
+            )
+    run_dirs = _run_dirs(root, runs)
+    for name, record in _records(root, run_dirs):
+        for key, title, group, higher, value in _record_columns(record):
+            put(key, title, group, higher, name, value)
+    for name, run_dir in run_dirs.items():
+        heads = _heads_record(run_dir)
+        if heads:
+            put(
+                "heads_90",
+                "heads for 90% of importance",
+                "heads",
+                None,
+                name,
+                statistics.fmean(heads["heads_for_90"]),
+            )
+            put(
+                "pruned_half_loss",
+                "loss, half the heads pruned",
+                "heads",
+                False,
+                name,
+                heads.get("pruned_half_loss"),
+            )
+    return list(columns.values())
+
+
+def column_cells(
+    column: Column, runs: Sequence[dict[str, Any]], keys: Sequence[str]
+) -> tuple[list[Configuration], list[Cell]]:
+    """``column`` grouped by configuration over ``keys`` (seeds as replicates): the
+    configurations, in the summary's order, and a cell for each."""
+    valued = [
+        {
+            "run": run["run"],
+            "status": run.get("status"),
+            "overrides": run.get("overrides", {}),
+            column.key: column.values.get(run["run"]),
+        }
+        for run in runs
+    ]
+    higher = bool(column.higher_is_better)
+    configs = group_runs(valued, keys, metric=column.key, higher_is_better=higher)
+    rows = configuration_rows(configs, means=())
+    cells = [
+        Cell(
+            mean=row["best_val_loss_mean"],
+            std=row["best_val_loss_std"],
+            n=row["n"],
+            best=column.judged and row["is_best"],
+            exceeds_2se=row["exceeds_2se"] if column.judged else None,
+            holm_p=row["holm_p"] if column.judged else None,
+            holm_significant=row["holm_significant"] if column.judged else None,
+            values=config.losses,
+        )
+        for config, row in zip(configs, rows, strict=True)
+    ]
+    return configs, cells
+
+
+def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every record of each run (by run name), in the order they count."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name, record in _records(root, _run_dirs(root, runs)):
+        found.setdefault(name, []).append(record)
+    return found
+
+
+def heads_records(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each run's ``heads.json`` (mode=heads' analysis of its checkpoint), by run name."""
+    found = {}
+    for name, run_dir in _run_dirs(root, runs).items():
+        record = _heads_record(run_dir)
+        if record:
+            found[name] = record
+    return found
+
+
+def _run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
+    if len(runs) == 1 and (root / "metrics.json").is_file():  # a run directory's own page
+        return {runs[0]["run"]: root}
+    return {run["run"]: root / run["run"] for run in runs}
+
+
+def _records(root: Path, run_dirs: dict[str, Path]) -> list[tuple[str, dict[str, Any]]]:
+    """(run name, record) for every record of ``run_dirs``' checkpoints, in the order they
+    count: the sweep's eval.jsonl, then each run's, then each run's checkpoints/."""
+    owners = {run_dir.resolve(): name for name, run_dir in run_dirs.items()}
+    files = [root / RESULTS_FILE]
+    for run_dir in run_dirs.values():
+        files += [run_dir / RESULTS_FILE, run_dir / "checkpoints" / RESULTS_FILE]
+    found = []
+    for path in dict.fromkeys(files):
+        for _, record in read_records(path):
+            owner = _owner(record, owners)
+            if owner is not None:
+                found.append((owner, record))
+    return found
+
+
+def _owner(record: dict[str, Any] | None, owners: dict[Path, str]) -> str | None:
+    if not record or not isinstance(record.get("checkpoint"), str):
+        return None
+    checkpoint = Path(record["checkpoint"]).resolve()
+    return next((owners[p] for p in checkpoint.parents if p in owners), None)
+
+
+def _record_columns(record: dict[str, Any]) -> list[tuple[str, str, str, bool, Any]]:
+    """(key, title, group, higher is better, value) of each metric ``record`` holds."""
+    kind = record.get("evaluation")
+    variant = _variant(record)
+    if kind == "finetune":
+        title = f"{record.get('task')} ({record.get('init')}) {record.get('metric')}{variant}"
+        return [(f"finetune:{title}", title, "fine-tuning", True, record.get("value"))]
+    if kind == "harness":
+        title = f"{record.get('task')} {record.get('metric')}{variant}"
+        higher = record.get("higher_is_better") is not False
+        return [(f"harness:{title}", title, "harness", higher, record.get("value"))]
+    if "pairs" in record:
+        title = f"{record.get('pairs')} pairs: {record.get('paradigm')}{variant}"
+        return [(f"pairs:{title}", title, "pair accuracy", True, record.get("pair_acc"))]
+    if kind is None and "loss" in record:
+        name = f"{record.get('data')} {record.get('split')}{variant}"
+        return [
+            (
+                f"eval:{name}:{metric}",
+                f"{name} {metric}",
+                "held-out evaluation",
+                False,
+                record.get(metric),
+            )
+            for metric in ("loss", "bpb")
+        ]
+    return []
+
+
+def _variant(record: dict[str, Any]) -> str:
+    """What sets a record apart from its plain kind: untrained weights, heads gated off."""
+    parts = []
+    if record.get("weights", "trained") != "trained":
+        parts.append(f"{record['weights']} weights")
+    if record.get("heads_pruned"):
+        parts.append(f"{len(record['heads_pruned'])} heads off")
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
+def _heads_record(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "checkpoints" / HEADS_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        warn(f"{path} is not a mode=heads record ({err}); the report leaves it out")
+        return None
+    return record if isinstance(record, dict) and "heads_for_90" in record else None

@@ -1,0 +1,62 @@
+"""``mode=report``: rebuild ``report.html`` of a run or sweep directory
+(``analysis/report_page.py``); and ``refresh``, which every command that adds records to a
+directory (train, a sweep's end, eval, finetune, heads) calls to write its page again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis.records import METRICS_FILE, warn
+from conf.schema import Settings
+
+
+def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+    if settings.job.ckpt_path is None:
+        raise ValueError(
+            "mode=report needs ckpt_path=RUN_DIR or ckpt_path=SWEEP_DIR: the directory whose "
+            "report.html to rebuild"
+        )
+    from analysis.report_page import write_report  # matplotlib: only when a page is drawn
+
+    target = Path(settings.job.ckpt_path)
+    where = report_dir(target)
+    written = write_report(where, settings.summary.target_loss) if where else None
+    if written is None:
+        raise ValueError(
+            f"ckpt_path={target} holds no run: pass a run directory (with a {METRICS_FILE}), a "
+            "sweep directory (its runs below it) or a checkpoint inside a run directory"
+        )
+    print(f"tinylm: wrote {written}")
+    return {"report": str(written)}
+
+
+def report_dir(path: Path) -> Path | None:
+    """The directory whose page ``path`` belongs to: a directory itself, a checkpoint's run
+    directory (``RUN/checkpoints/X.ckpt``), None for a file elsewhere."""
+    if path.is_dir():
+        return path
+    run_dir = path.parent.parent
+    return run_dir if (run_dir / METRICS_FILE).is_file() else None
+
+
+def refresh(path: Path, target_loss: float | None = None) -> None:
+    """Write the page of ``path`` (see ``report_dir``) again, and say so. A page that cannot be
+    written is a warning, never the end of the command that produced the results."""
+    from analysis.report_page import write_report  # matplotlib: only when a page is drawn
+
+    where = report_dir(Path(path))
+    if where is None:
+        return
+    try:
+        written = write_report(where, target_loss)
+    except Exception as err:  # the results are written already: the page must not lose them
+        warn(
+            f"report.html of {where} was not written ({type(err).__name__}: {err}); rebuild it "
+            f"with: python train.py mode=report ckpt_path={where}"
+        )
+        return
+    if written:
+        print(f"tinylm: wrote {written}")
