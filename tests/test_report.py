@@ -30,6 +30,8 @@ from train import run
 
 SWEEP = ["model.dropout=0.0,0.1", "seed=1,2"]
 SHORT = ["model.max_seq_len=64", "trainer.max_steps=4", "trainer.val_check_interval=2"]
+# A validation split of ~1,000 tokens: what the eval and the head analysis score.
+SMALL_VALIDATION = ["trainer.limit_val_batches=2", "data.val_fraction=0.003"]
 PLANTED = {
     "error": "<img src=x onerror=\"window.pwned='error'\">",
     "swept": "<script>window.pwned='swept'</script>",
@@ -44,12 +46,10 @@ def sweep(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("report")
     sweep = root / "sweep"
     trained = train_py(
-        "-m", *TINY, *SHORT, "trainer.limit_val_batches=2", *SWEEP, f"hydra.sweep.dir={sweep}",
+        "-m", *TINY, *SHORT, *SMALL_VALIDATION, *SWEEP, f"hydra.sweep.dir={sweep}",
         cwd=root,
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]
-    text = root / "text.txt"  # a short held-out text: the eval and the heads score it whole
-    text.write_text("The cat sat on the mat. The dog ran to the park.\n" * 12)
 
     def command(mode: str, ckpt: Path, *overrides: str) -> dict:
         cfg = compose_config(
@@ -57,7 +57,7 @@ def sweep(tmp_path_factory) -> Path:
         )
         return run(cfg)
 
-    command("eval", sweep, "model.max_seq_len=64", f"data.path={text}")
+    command("eval", sweep, "model.max_seq_len=64")
     command("eval", sweep, "model.max_seq_len=64", "eval.pairs=builtin")
     task = root / "task.jsonl"
     labels = ["yes", PLANTED["class"]]
@@ -77,7 +77,7 @@ def sweep(tmp_path_factory) -> Path:
         "finetune.batch_size=8",
     )
     modes.heads.run(parse_settings(compose_config(
-        "mode=heads", f"ckpt_path={sweep}", "model.max_seq_len=64", f"data.path={text}",
+        "mode=heads", f"ckpt_path={sweep}", "model.max_seq_len=64",
         f"output_dir={root / 'heads'}",
     )))  # fmt: skip
     return sweep
