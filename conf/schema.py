@@ -91,6 +91,7 @@ class Settings:
     swept values); ``sweep_dir`` is the multirun's directory, None for a single run;
     ``job_num`` the job's number in it; ``parallel_jobs`` how many jobs a parallel launcher
     runs at once on this machine (1 otherwise); ``swept`` the keys the multirun sweeps.
+    A ``heads.*`` setting given to a mode that does not read it (any but eval) is refused.
     """
 
     job: JobConfig
@@ -110,6 +111,19 @@ class Settings:
     job_num: int = 0
     parallel_jobs: int = 1
     swept: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unread = [k for k, v in asdict(self.heads).items() if v != getattr(HeadsConfig, k)]
+        if unread and self.job.mode != "eval":
+            reason = (
+                "mode=heads analyses every head and draws the prune curve itself"
+                if self.job.mode == "heads"
+                else f"mode={self.job.mode} does not read it"
+            )
+            raise ValueError(
+                f"heads.{unread[0]} is for mode=eval (score with those heads gated off); "
+                f"{reason}: drop heads.{unread[0]}"
+            )
 
     def run_name(self) -> str | None:
         """The run as loggers name it: its swept ``key=value`` pairs under a multirun, else

@@ -7,11 +7,16 @@ Three kinds of task, each read whole into memory (labelled sets are small):
   no network;
 - ``files``: a .csv, .jsonl or .parquet file (its splits carved), or a ``{train:,
   validation:, test:}`` mapping of them, with configurable column names;
-- a GLUE task by name (``GLUE``), through ``datasets``: it needs the Hub once.
+- a GLUE task by name (``GLUE``), through ``datasets`` (it needs the Hub once), or from a
+  folder in GLUE's layout: ``train`` and ``validation`` files (.csv/.jsonl/.parquet; mnli's
+  ``validation_matched``) with the columns the Hub's ``nyu-mll/glue`` has.
 
-Labels are kept by name: the train split's distinct labels, sorted (numbers by value), are
-the classes 0..K-1, and a label of another split must be one of them. Splits a source lacks
-are carved from train with a seeded permutation (``split_seed``), the same for every job.
+A task is a classification or a regression (``PROBLEMS``). Classification labels are kept by
+name: the train split's distinct labels, sorted (numbers by value), are the classes 0..K-1,
+and a label of another split must be one of them. Regression labels are numbers (STS-B's
+similarity from 0 to 5); a file whose labels are all numbers, some of them not whole, is
+refused unless ``problem`` says which it is. Splits a source lacks are carved from train with
+a seeded permutation (``split_seed``), the same for every job.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ BUILTIN_TOPICS = 8  # the topics with the most paragraphs: 1114 of them on CPyth
 BUILTIN_MIN_CHARS = 40  # shorter paragraphs are headings and one-line examples
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
 FILE_SUFFIXES = (".csv", ".jsonl", ".parquet")
+PROBLEMS = ("classification", "regression")
+CLASSIFICATION_METRICS = ("accuracy", "f1", "mcc")
+# GLUE reports STS-B by the mean of the two correlations (pearson_spearman).
+REGRESSION_METRICS = ("pearson_spearman", "pearson", "spearman")
 
 
 @dataclass(frozen=True)
@@ -41,19 +50,21 @@ class GlueTask:
     pair: str | None
     metric: str
     validation: str = "validation"
+    problem: str = "classification"
 
 
 # GLUE's test labels are hidden (-1): its validation split is the test here, and validation
 # is carved from train.
-GLUE = {
-    "sst2": GlueTask("sentence", None, "accuracy"),
+GLUE = {  # in the benchmark's order
     "cola": GlueTask("sentence", None, "mcc"),
+    "sst2": GlueTask("sentence", None, "accuracy"),
     "mrpc": GlueTask("sentence1", "sentence2", "f1"),
+    "stsb": GlueTask("sentence1", "sentence2", "pearson_spearman", problem="regression"),
     "qqp": GlueTask("question1", "question2", "f1"),
+    "mnli": GlueTask("premise", "hypothesis", "accuracy", "validation_matched"),
     "qnli": GlueTask("question", "sentence", "accuracy"),
     "rte": GlueTask("sentence1", "sentence2", "accuracy"),
     "wnli": GlueTask("sentence1", "sentence2", "accuracy"),
-    "mnli": GlueTask("premise", "hypothesis", "accuracy", "validation_matched"),
 }
 TASKS = ("builtin", "files", *GLUE)
 
@@ -62,18 +73,20 @@ TASKS = ("builtin", "files", *GLUE)
 class Example:
     text: str
     pair: str | None
-    label: int
+    label: int | float  # a class id, or a regression's score
 
 
 @dataclass(frozen=True)
 class LabelledTask:
-    """A task's examples per split (train, validation, test) and its class names."""
+    """A task's examples per split (train, validation, test) and its class names (none for a
+    regression)."""
 
     name: str
     splits: dict[str, list[Example]]
     label_names: list[str]
     has_pairs: bool
-    metric: str  # the metric the task is known by: accuracy, f1 or mcc
+    metric: str  # the metric the task is known by: CLASSIFICATION_ or REGRESSION_METRICS
+    problem: str = "classification"
 
 
 @dataclass(frozen=True)
@@ -95,33 +108,103 @@ def load_task(
     test_fraction: float = 0.1,
     split_seed: int = 0,
     metric: str | None = None,
+    problem: str | None = None,
 ) -> LabelledTask:
     """The examples of ``task`` (one of ``TASKS``), checked: every split non-empty, two classes
-    at least, no label outside train's, pairs only where the task has them."""
+    at least (a regression: two scores), no label outside train's, pairs only where the task
+    has them. ``problem``: classification or regression (None: the task's own; a file's
+    labels that look like scores are refused without it). A GLUE task with ``path`` reads
+    that folder in GLUE's layout instead of the Hub."""
+    own = GLUE[task].problem if task in GLUE else "classification"
+    if problem is not None and problem != own and task != "files":
+        raise ValueError(
+            f"finetune.problem={problem} does not fit finetune.task={task}, a {own}: drop "
+            "finetune.problem"
+        )
     if task == "builtin":
         if columns.pair is not None:
             raise ValueError(_no_pairs("the builtin task (one paragraph per example)"))
-        raw, has_pairs, known_by = {"train": builtin_examples()}, False, "accuracy"
+        raw, has_pairs = {"train": builtin_examples()}, False
     elif task == "files":
         raw, has_pairs = files_examples(path, columns), columns.pair is not None
-        known_by = "accuracy"
+        own = problem or _files_problem(raw["train"], path)
     else:
         glue = GLUE[task]
         if columns.pair is not None and glue.pair is None:
             raise ValueError(_no_pairs(f"GLUE's {task} (single sentences)"))
-        raw, has_pairs, known_by = _glue_examples(task, glue), glue.pair is not None, glue.metric
+        read = _glue_folder if isinstance(path, str) else _glue_examples
+        raw, has_pairs = read(task, glue, path), glue.pair is not None
     raw = carve_missing(raw, val_fraction, test_fraction, split_seed)
-    names = label_names(raw["train"])
-    return LabelledTask(
-        name=task,
-        splits={
+    known_by = GLUE[task].metric if task in GLUE else _default_metric(own)
+    if own == "regression":
+        splits = {split: with_scores(rows, f"the {split} split") for split, rows in raw.items()}
+        if len({e.label for e in splits["train"]}) < 2:
+            raise ValueError(
+                "every train example has the same score: a regression needs scores that vary; "
+                "check finetune.label_column"
+            )
+        names: list[str] = []
+    else:
+        names = label_names(raw["train"])
+        splits = {
             split: with_label_ids(examples, names, f"the {split} split")
             for split, examples in raw.items()
-        },
+        }
+    return LabelledTask(
+        name=task,
+        splits=splits,
         label_names=names,
         has_pairs=has_pairs,
         metric=metric or known_by,
+        problem=own,
     )
+
+
+def _default_metric(problem: str) -> str:
+    return REGRESSION_METRICS[0] if problem == "regression" else CLASSIFICATION_METRICS[0]
+
+
+def _files_problem(train: Sequence[RawExample], path: Any) -> str:
+    """Classification, unless every label is a number and some are not whole: then the file
+    reads as scores and the user must say which it is."""
+    numbers = [_number(label) for _, _, label in train]
+    if train and all(n is not None for n in numbers) and any(not n.is_integer() for n in numbers):
+        shown = ", ".join(repr(str(label)) for _, _, label in train[:3])
+        raise ValueError(
+            f"the labels of {path} are all numbers ({shown}, ...): to predict the score, add "
+            "finetune.problem=regression; to treat each value as a class, add "
+            "finetune.problem=classification"
+        )
+    return "classification"
+
+
+def _number(label: Any) -> float | None:
+    if isinstance(label, bool):
+        return None
+    try:
+        value = float(label)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def with_scores(examples: list[RawExample], where: str) -> list[Example]:
+    """``examples`` with their labels as numbers (a regression's scores); a label that is not
+    a finite number is refused."""
+    if not examples:
+        raise ValueError(
+            f"{where} holds no example; give it labelled text (or raise "
+            "finetune.val_fraction / finetune.test_fraction when it is carved from train)"
+        )
+    scored = [Example(text, pair, _number(label)) for text, pair, label in examples]
+    bad = [str(label) for (_, _, label), e in zip(examples, scored, strict=True) if e.label is None]
+    if bad:
+        raise ValueError(
+            f"{where} has the label(s) {', '.join(map(repr, bad[:5]))}, which are not numbers: "
+            "a regression predicts a score; fix the labels, or add "
+            "finetune.problem=classification to treat them as classes"
+        )
+    return scored
 
 
 def _no_pairs(what: str) -> str:
@@ -272,6 +355,23 @@ def _read_file(path: Path, columns: Columns) -> list[RawExample]:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
+    try:
+        return _decoded_rows(path)
+    except UnicodeDecodeError:
+        raw = path.read_bytes()  # decoded whole: the first bad byte's place in the file
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = raw.count(b"\n", 0, err.start) + 1
+            raise ValueError(
+                f"{path} is not UTF-8 text: {err.reason} (byte {raw[err.start : err.end]!r} on "
+                f"line {line}); save it as UTF-8, e.g. iconv -f latin1 -t utf-8 {path} > "
+                f"{path.stem}.utf8{path.suffix}"
+            ) from None
+        raise
+
+
+def _decoded_rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8").splitlines()
         rows = []
@@ -291,15 +391,78 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return frame.to_dict("records")
 
 
-def _glue_examples(task: str, glue: GlueTask) -> dict[str, list[RawExample]]:
+def _glue_folder(task: str, glue: GlueTask, folder: str) -> dict[str, list[RawExample]]:
+    """A GLUE task from ``folder`` in GLUE's layout: its train and validation files (the
+    Hub's splits, as ``load_dataset("nyu-mll/glue", task)[split].to_json(...)`` writes
+    them); validation is the test here, as from the Hub."""
+    columns = Columns(glue.text, glue.pair, "label")
+    return {
+        split: _read_file(glue_split_file(Path(folder), name, task), columns)
+        for split, name in (("train", "train"), ("test", glue.validation))
+    }
+
+
+def glue_split_file(folder: Path, split: str, task: str) -> Path:
+    """The one .csv/.jsonl/.parquet file of ``split`` in a GLUE-layout ``folder``."""
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"finetune.path={folder} for {task} is not a folder: give a folder in GLUE's "
+            f"layout ({split}.jsonl beside train.jsonl)"
+        )
+    found = [folder / f"{split}{suffix}" for suffix in FILE_SUFFIXES]
+    found = [path for path in found if path.is_file()]
+    if len(found) != 1:
+        have = sorted(p.name for p in folder.iterdir())
+        raise FileNotFoundError(
+            f"{folder} ({task}) needs one {split} file ({split}.jsonl, .csv or .parquet); "
+            f"it has {have or 'nothing'}"
+        )
+    return found[0]
+
+
+def glue_layout_columns(folder: Path, name: str) -> Columns:
+    """The columns of a task of one's own in GLUE's layout: ``sentence`` (single texts) or
+    ``sentence1`` and ``sentence2`` (pairs), and ``label``, read from its train file."""
+    train = glue_split_file(folder, "train", name)
+    rows = _rows(train)
+    have = list(rows[0]) if rows else []
+    if "label" in have and {"sentence1", "sentence2"} <= set(have):
+        return Columns("sentence1", "sentence2", "label")
+    if "label" in have and "sentence" in have:
+        return Columns("sentence", None, "label")
+    raise ValueError(
+        f"{train} ({name}) has the columns {have}; GLUE's layout is sentence (or sentence1 "
+        "and sentence2) and label"
+    )
+
+
+def glue_unavailable(tasks: Sequence[str]) -> tuple[str, list[str]] | None:
+    """(why, the tasks it stops) when GLUE's ``tasks`` cannot all be read from the Hub or its
+    cache; None when they can. Decided before any task is trained: an unreachable Hub in
+    seconds, a missing cache entry per task (``HF_DATASETS_OFFLINE=1``) at once."""
+    import datasets
+    from datasets import load_dataset
+
+    if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
+        return why, list(tasks)
+    missing = []
+    for task in tasks:
+        try:
+            load_dataset("nyu-mll/glue", task)
+        except (ConnectionError, FileNotFoundError, ValueError):
+            missing.append(task)
+    return ("offline, and not in the Hugging Face cache", missing) if missing else None
+
+
+def _glue_examples(task: str, glue: GlueTask, path: None = None) -> dict[str, list[RawExample]]:
     import datasets
     from datasets import load_dataset
 
     hint = (
-        f"cannot load GLUE's {task}: the Hugging Face Hub is {{why}}. Download it elsewhere and "
-        "use it as local files (finetune.task=files finetune.path={{train: A.jsonl, "
-        "validation: B.jsonl}}), or, if it is already in the Hugging Face cache, set "
-        "HF_DATASETS_OFFLINE=1 before starting."
+        f"cannot load GLUE's {task}: the Hugging Face Hub is {{why}}. Download it elsewhere "
+        f"into a folder in GLUE's layout (train.jsonl, {glue.validation}.jsonl) and pass it: "
+        f"finetune.task={task} finetune.path=FOLDER; or, if it is already in the Hugging Face "
+        "cache, set HF_DATASETS_OFFLINE=1 before starting."
     )
     if not datasets.config.HF_HUB_OFFLINE and (why := hub_unavailable_reason()):
         raise ConnectionError(hint.format(why=why))
@@ -307,11 +470,16 @@ def _glue_examples(task: str, glue: GlueTask) -> dict[str, list[RawExample]]:
         raw = load_dataset("nyu-mll/glue", task)
     except (ConnectionError, FileNotFoundError, ValueError) as err:
         raise ConnectionError(hint.format(why=f"not usable ({err})")) from None
-    names = raw["train"].features["label"].names
+    feature = raw["train"].features["label"]
+    names = getattr(feature, "names", None)  # None: stsb's scores
 
     def examples(split: str) -> list[RawExample]:
         return [
-            (row[glue.text], None if glue.pair is None else row[glue.pair], names[row["label"]])
+            (
+                row[glue.text],
+                None if glue.pair is None else row[glue.pair],
+                row["label"] if names is None else names[row["label"]],
+            )
             for row in raw[split]
         ]
 

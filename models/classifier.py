@@ -10,6 +10,9 @@ The classes follow Hugging Face's, so that an export is a renaming (``training/h
 
 The backbone keeps its language-modelling head, so the checkpoint's weights load unchanged;
 the head takes no part and is frozen (a tied matrix stays trainable: it is the embedding).
+
+One output (``num_labels=1``) is a regression's score, as Hugging Face's
+``problem_type="regression"`` has it: the same head, read as a number.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from models.transformer import Decoder, Encoder
 
 
 class SequenceClassifier(nn.Module):
-    """Logits [B, K] over ``num_labels`` classes for token ids [B, T]."""
+    """Logits [B, K] over ``num_labels`` classes (K=1: a regression's score) for token ids
+    [B, T]."""
 
     def __init__(self, backbone: Encoder | Decoder, num_labels: int) -> None:
         super().__init__()
-        if num_labels < 2:
-            raise ValueError(f"num_labels={num_labels}: a classifier needs at least 2 classes")
+        if num_labels < 1:
+            raise ValueError(
+                f"num_labels={num_labels}: give 2 or more classes, or 1 for a regression"
+            )
         self.backbone = backbone
         self.config = backbone.config
         self.num_labels = num_labels

@@ -14,7 +14,8 @@ LightningModule (``Trainer.test``), so the numbers are its metrics: n, the task'
 accuracy, F1, MCC, loss and the per-class counts (the confusion matrix). Each evaluation is
 a record in ``eval.jsonl`` beside the checkpoint (or in the directory given), replacing the
 same evaluation's; over a sweep the configurations are grouped as ``mode=eval`` groups
-them, higher being better.
+them, higher being better. A regression (``finetune.problem=regression``, stsb) is scored on
+numeric labels: its correlations, their mean and the MSE, without classes.
 """
 
 from __future__ import annotations
@@ -31,12 +32,21 @@ from common.files import stable_hash
 from common.provenance import provenance
 from conf.schema import FinetuneConfig, Settings
 from data.classification import ClassificationDataModule, encode_examples
-from data.labelled import Example, RawExample, files_examples, with_label_ids
+from data.labelled import Example, RawExample, files_examples, with_label_ids, with_scores
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
 from modes.report import refresh
-from training.checkpoint import check_no_model_overrides, load_classifier, read_checkpoint
-from training.classification import classification_task_from_hparams
+from training.checkpoint import (
+    check_no_model_overrides,
+    load_classifier,
+    problem_of,
+    read_checkpoint,
+)
+from training.classification import (
+    REGRESSION_METRIC_NAMES,
+    classification_task_from_hparams,
+    metric_names,
+)
 from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
@@ -77,15 +87,16 @@ def run(
     ]
     print(markdown_table(COLUMNS, [{c: format_value(r.get(c)) for c in COLUMNS} for r in rows]))
     for row in rows:
-        print(f"\n{row['checkpoint']}: per class ({row['split']} of {row['data']})")
-        print(per_class_table(row))
+        if "per_class" in row:
+            print(f"\n{row['checkpoint']}: per class ({row['split']} of {row['data']})")
+            print(per_class_table(row))
     results: dict[str, Any] = {"results": rows}
     if len(checkpoints) > 1:  # a sweep of fine-tunes: its configurations, seeds as replicates
         results["configurations"] = "\n\n".join(
             by_configuration(
                 [row for row in rows if row["metric"] == metric],
                 metric=metric,
-                others=() if metric == "accuracy" else ("accuracy",),
+                others=() if metric in ("accuracy", *REGRESSION_METRIC_NAMES) else ("accuracy",),
                 higher_is_better=True,
             )
             for metric in dict.fromkeys(row["metric"] for row in rows)
@@ -115,6 +126,12 @@ def _check_options(settings: Settings, ckpt: Path, classifier: dict[str, Any]) -
     """A classifier given a language model's evaluation options, or fine-tuning settings that
     would change nothing, is refused in one line."""
     task = classifier["task"]
+    names = metric_names(problem_of(classifier))
+    if "finetune.metric" in settings.overrides and settings.finetune.metric not in names:
+        raise ValueError(
+            f"finetune.metric={settings.finetune.metric} is not a metric of {ckpt}, a "
+            f"{problem_of(classifier)} ({task}); choose one of {', '.join(names[1:])}"
+        )
     for key in settings.overrides:
         if key == "data" or (key.startswith(_LANGUAGE_MODEL_KEYS) and key != "data.split"):
             raise ValueError(
@@ -148,15 +165,29 @@ def evaluate_classifier(
     data, split, raw = labelled_text(settings, ckpt, hparams)
     _check_pairs(ckpt, classifier, raw, data)
     where = f"{data} ({'all of it' if split == 'all' else f'its {split} split'})"
-    examples = with_label_ids(raw, classifier["label_names"], where, classifier=str(ckpt))
+    regression = problem_of(classifier) == "regression"
+    examples = (
+        with_scores(raw, where)
+        if regression
+        else with_label_ids(raw, classifier["label_names"], where, classifier=str(ckpt))
+    )
     module = classification_task_from_hparams(hparams)
     module.load_state_dict(checkpoint["state_dict"])
     datamodule = _datamodule(examples, hparams, loaded.config)
     trainer = evaluation_trainer(settings, callbacks)
     scores = trainer.test(module, datamodule=datamodule, verbose=False)[0]
     metric = settings.finetune.metric or classifier["metric"]
-    metrics = {name: float(scores[f"test/{name}"]) for name in ("loss", "accuracy", "f1", "mcc")}
-    confusion = module.confusion["test"]
+    names = metric_names(problem_of(classifier))
+    metrics = {name: float(scores[f"test/{name}"]) for name in names}
+    counts = (
+        {}
+        if regression
+        else {
+            "label_names": classifier["label_names"],
+            "confusion": module.confusion["test"],
+            "per_class": per_class(classifier["label_names"], module.confusion["test"]),
+        }
+    )
     return {
         "evaluation": "classifier",
         "checkpoint": str(ckpt.resolve()),
@@ -171,9 +202,7 @@ def evaluate_classifier(
         "value": metrics[metric],
         "higher_is_better": True,
         **metrics,
-        "label_names": classifier["label_names"],
-        "confusion": confusion,
-        "per_class": per_class(classifier["label_names"], confusion),
+        **counts,
         "precision": settings.trainer.precision,
     }
 
@@ -216,7 +245,8 @@ def _task_name(ft: FinetuneConfig) -> str:
 
 
 def _named_labels(examples: Sequence[Example], names: Sequence[str]) -> list[RawExample]:
-    return [(e.text, e.pair, names[e.label]) for e in examples]
+    """The examples with their labels by name again (a regression's: its scores)."""
+    return [(e.text, e.pair, names[e.label] if names else e.label) for e in examples]
 
 
 def _check_pairs(

@@ -10,7 +10,8 @@ pretrained checkpoint's ``eval.jsonl`` gets one record, so that a checkpoint's e
 accumulate in one place. A fine-tuned ``last.ckpt`` as ``ckpt_path`` resumes an
 interrupted fine-tune. A run directory as ``ckpt_path`` means its ``checkpoints/best.ckpt``; a
 sweep directory, every completed job's (``modes/finetune_sweep.py``). One checkpoint's
-fine-tune is ``modes/finetune_checkpoint.py``.
+fine-tune is ``modes/finetune_checkpoint.py``; a suite of tasks (``finetune.task=glue``, or
+``files`` with a mapping of tasks to folders) is ``modes/finetune_suite.py``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from typing import Any
 import lightning as L
 
 from conf.schema import Settings
-from modes.finetune_checkpoint import finetune_checkpoint
-from modes.finetune_sweep import finetune_sweep
+from modes.finetune_sweep import finetune_one, finetune_sweep
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
@@ -33,4 +33,4 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         if not own.is_file():
             return finetune_sweep(settings, callbacks)
         ckpt = own
-    return finetune_checkpoint(settings, ckpt, callbacks)
+    return finetune_one(settings, ckpt, callbacks)

@@ -35,7 +35,7 @@ from models.config import ModelConfig
 from modes.fitting import fit
 from modes.report import refresh
 from training.checkpoint import check_no_model_overrides, is_classifier, read_checkpoint
-from training.classification import ClassificationTask
+from training.classification import ClassificationTask, metric_names
 from training.precision import native_precision
 from training.trainer import finish_logger, training_trainer
 
@@ -89,6 +89,7 @@ def finetune_checkpoint(
         "has_pairs": task.has_pairs,
         "pretrained": pretrained,
         "total_steps": total_steps,
+        "problem": task.problem,
     }
     module = ClassificationTask(model_config, hparams["tokenizer_json"], ft, classifier)
     if resume is None and ft.init == "pretrained":
@@ -108,9 +109,10 @@ def finetune_checkpoint(
         out_dir.mkdir(parents=True, exist_ok=True)
         save_tokenizer(tokenizer, out_dir)
         sizes = ", ".join(f"{split} {len(rows)}" for split, rows in encoded.items())
+        kind = task.problem if task.problem == "regression" else f"{len(task.label_names)} classes"
         print(
             f"tinylm: fine-tuning the {model_config.arch} of {ckpt} ({ft.init}) on "
-            f"{task.name}: {len(task.label_names)} classes, {sizes} examples; run dir {out_dir}"
+            f"{task.name}: {kind}, {sizes} examples; run dir {out_dir}"
         )
     trainer_settings = replace(
         settings,
@@ -133,10 +135,11 @@ def finetune_checkpoint(
     val = trainer.validate(
         module, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )[0]
-    val_confusion = module.confusion["val"]
+    val_confusion = module.confusion.get("val")
     test = trainer.test(
         module, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )[0]
+    names = metric_names(task.problem)
     metrics = {
         "status": "completed",
         "mode": "finetune",
@@ -146,14 +149,18 @@ def finetune_checkpoint(
         "seed": settings.job.seed,
         "pretrained": pretrained["checkpoint"],
         "metric": task.metric,
+        "problem": task.problem,
         "label_names": task.label_names,
         "n": {split: len(rows) for split, rows in encoded.items()},
         "step": trainer.global_step,
         "best_val_loss": float(val["val/loss"]),
-        **{f"val_{name}": float(val[f"val/{name}"]) for name in _METRIC_NAMES},
-        **{f"test_{name}": float(test[f"test/{name}"]) for name in _METRIC_NAMES},
-        "val_confusion": val_confusion,
-        "test_confusion": module.confusion["test"],
+        **{f"val_{name}": float(val[f"val/{name}"]) for name in names},
+        **{f"test_{name}": float(test[f"test/{name}"]) for name in names},
+        **(
+            {}
+            if val_confusion is None
+            else {"val_confusion": val_confusion, "test_confusion": module.confusion["test"]}
+        ),
         "examples_per_sec": timer.examples_per_sec(),
         "seconds_per_epoch": timer.seconds_per_epoch(),
         "started_at": started_at,
@@ -168,15 +175,12 @@ def finetune_checkpoint(
     }
     if trainer.is_global_zero:
         write_metrics(out_dir, metrics)
-        _record(metrics, ft.__dict__, pretrained["checkpoint"])
+        _record(metrics, protocol_of(ft), pretrained["checkpoint"])
         _print_results(metrics)
         refresh(out_dir)
         refresh(Path(pretrained["checkpoint"]))  # its run's page shows the new record
     finish_logger(trainer)
     return metrics
-
-
-_METRIC_NAMES = ("loss", "accuracy", "f1", "mcc")
 
 
 def protocol_record(ft: FinetuneConfig) -> dict[str, Any]:
@@ -211,7 +215,12 @@ def _resumable(ckpt: Path, checkpoint: dict[str, Any], settings: Settings) -> di
     return classifier["pretrained"]
 
 
-def _record(metrics: dict[str, Any], protocol: dict[str, Any], pretrained: str) -> Path:
+def protocol_of(ft: FinetuneConfig) -> str:
+    """The identity of a fine-tune's settings (task, data, init, protocol) in its record."""
+    return stable_hash("finetune", sorted(ft.__dict__.items()))
+
+
+def _record(metrics: dict[str, Any], protocol: str, pretrained: str) -> Path:
     """One line in the pretrained checkpoint's eval.jsonl: the test split's headline metric."""
     record = {
         "evaluation": "finetune",
@@ -225,7 +234,7 @@ def _record(metrics: dict[str, Any], protocol: dict[str, Any], pretrained: str) 
         "init": metrics["init"],
         "seed": metrics["seed"],
         "finetuned": metrics["best_ckpt"],
-        "protocol": stable_hash("finetune", sorted(protocol.items())),
+        "protocol": protocol,
         "provenance": metrics["provenance"],
     }
 
@@ -237,12 +246,12 @@ def _record(metrics: dict[str, Any], protocol: dict[str, Any], pretrained: str) 
 
 def _print_results(metrics: dict[str, Any]) -> None:
     print("\n=== tinylm fine-tuning results ===")
-    print(f"{'task':>16}: {metrics['task']} ({metrics['init']}, seed {metrics['seed']})")
-    for key in ("best_val_loss", "test_loss", "test_accuracy", "test_f1", "test_mcc"):
-        print(f"{key:>16}: {metrics[key]:.4f}")
+    print(f"{'task':>21}: {metrics['task']} ({metrics['init']}, seed {metrics['seed']})")
+    for key in ("best_val_loss", *(f"test_{name}" for name in metric_names(metrics["problem"]))):
+        print(f"{key:>21}: {metrics[key]:.4f}")
     metric = metrics["metric"]
-    print(f"{'metric':>16}: test {metric} {metrics[f'test_{metric}']:.4f}")
-    print(f"{'examples/s':>16}: {metrics['examples_per_sec']:.1f}")
+    print(f"{'metric':>21}: test {metric} {metrics[f'test_{metric}']:.4f}")
+    print(f"{'examples/s':>21}: {metrics['examples_per_sec']:.1f}")
 
 
 class _TrainTimer(L.Callback):

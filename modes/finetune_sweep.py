@@ -38,6 +38,7 @@ from analysis.summary import (
 from common.files import write_text_atomically
 from conf.schema import Settings
 from modes.finetune_checkpoint import finetune_checkpoint, protocol_record
+from modes.finetune_suite import finetune_suite
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
 
@@ -65,7 +66,7 @@ def finetune_sweep(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> 
                 settings.job, ckpt_path=str(best), output_dir=str(out_dir / job["run"]), seed=seed
             ),
         )
-        tuned = _finished(job_settings, best) or finetune_checkpoint(job_settings, best, callbacks)
+        tuned = _finished(job_settings, best) or finetune_one(job_settings, best, callbacks)
         runs.append({**tuned, **pretraining, PRETRAINING_LOSS: job.get("best_val_loss")})
     table, written = write_finetune_summary(sweep, runs, settings)
     print(f"\n{table}\nwrote {written}")
@@ -105,6 +106,15 @@ def _finished(settings: Settings, pretrained: Path) -> dict[str, Any] | None:
     return done if same else None
 
 
+def finetune_one(
+    settings: Settings, ckpt: Path, callbacks: Sequence[L.Callback] = ()
+) -> dict[str, Any]:
+    """One pretrained checkpoint fine-tuned on the task, or on every task of a suite."""
+    if settings.finetune.suite() is not None:
+        return finetune_suite(settings, ckpt, callbacks)
+    return finetune_checkpoint(settings, ckpt, callbacks)
+
+
 def completed_jobs(sweep: Path) -> dict[str, Path]:
     """Job name -> best checkpoint, for the jobs of ``sweep`` whose metrics.json says
     completed; none is refused in one line."""
@@ -131,7 +141,12 @@ def write_finetune_summary(
     scored = f"test_{metric}"
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
     configs = group_runs(runs, keys, metric=scored, higher_is_better=True)
-    means = (PRETRAINING_LOSS,) if metric == "accuracy" else ("test_accuracy", PRETRAINING_LOSS)
+    completed = next(r for r in runs if r.get("status") == "completed")
+    if "runs" in completed:  # a suite: each task's metric beside the average
+        extra = tuple(k for k in completed if k.startswith("test_") and k != scored)
+    else:
+        extra = ("test_accuracy",) if metric in ("f1", "mcc") else ()
+    means = (*extra, PRETRAINING_LOSS)
     table = configuration_table(configs, configuration_rows(configs, means), means)
     run_columns = ["run", *keys, scored, PRETRAINING_LOSS, "status", "best_ckpt"]
     run_rows = [

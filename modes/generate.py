@@ -1,5 +1,6 @@
 """``mode=generate``: a decoder continues ``prompt``; an encoder fills its mask tokens; a
-fine-tuned classifier (``mode=finetune``) prints the label it predicts, with its probability."""
+fine-tuned classifier (``mode=finetune``) prints the label it predicts, with its probability
+(a regression: the score it predicts)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         loaded = load_classifier(settings.job.ckpt_path, checkpoint)
         check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
         prediction = classify_text(loaded, settings.job.prompt)
+        if "score" in prediction:  # a regression
+            print(f"score {prediction['score']:.4f}")
+            return prediction
         ranked = sorted(prediction["probabilities"].items(), key=lambda item: -item[1])
         print(f"{prediction['label']} (p={prediction['probability']:.3f})")
         for name, p in ranked[1:5]:

@@ -50,11 +50,6 @@ COLUMNS = ("layer", "head", *HeadStats.PER_HEAD)
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    if settings.heads.prune is not None:
-        raise ValueError(
-            "heads.prune is for mode=eval (score with those heads gated off); mode=heads "
-            "analyses every head and draws the prune curve itself: drop heads.prune"
-        )
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     sweep = target.is_dir() and not (target / "checkpoints" / "best.ckpt").is_file()

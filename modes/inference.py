@@ -25,6 +25,7 @@ from training.checkpoint import (
     check_no_model_overrides,
     check_not_hf_export,
     load_checkpoint,
+    problem_of,
 )
 
 
@@ -135,7 +136,8 @@ def fill_mask_text(model: Encoder, tokenizer: Tokenizer, prompt: str | None) -> 
 
 def classify_text(loaded: LoadedCheckpoint, prompt: str | None) -> dict[str, Any]:
     """A fine-tuned classifier's prediction for ``prompt`` (a text pair: ``A [SEP] B``, with
-    the tokenizer's separator): the label, its probability, and every class's."""
+    the tokenizer's separator): the label, its probability, and every class's; a
+    regression's: the score it predicts."""
     from data.classification import PadCollator, encode_examples
     from data.labelled import Example
 
@@ -165,6 +167,8 @@ def classify_text(loaded: LoadedCheckpoint, prompt: str | None) -> dict[str, Any
             batch["attention_mask"],
             token_type_ids=batch.get("token_type_ids"),
         )  # (1, K)
+    if problem_of(classifier) == "regression":
+        return {"score": float(logits[0, 0])}
     probs = logits[0].float().softmax(-1).tolist()
     names = classifier["label_names"]
     best = max(range(len(names)), key=probs.__getitem__)

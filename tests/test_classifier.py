@@ -66,8 +66,9 @@ def test_frozen_mlm_head_but_trainable_tied_embedding() -> None:
     head = classifier.backbone.mlm_head
     assert not head.dense.weight.requires_grad and not head.proj.bias.requires_grad
     assert head.proj.weight.requires_grad  # the token embedding itself
-    with pytest.raises(ValueError, match="at least 2 classes"):
-        SequenceClassifier(tiny_model("encoder"), 1)
+    with pytest.raises(ValueError, match="2 or more classes, or 1 for a regression"):
+        SequenceClassifier(tiny_model("encoder"), 0)
+    assert SequenceClassifier(tiny_model("encoder"), 1).score.out_features == 1  # a score
 
 
 # ------------------------------------------------------------------------------ metrics

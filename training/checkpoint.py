@@ -174,6 +174,17 @@ def is_classifier(hparams: dict[str, Any]) -> bool:
     return "classifier" in hparams
 
 
+def problem_of(classifier: dict[str, Any]) -> str:
+    """A fine-tuned checkpoint's problem, classification or regression (``hyper_parameters
+    ["classifier"]``; checkpoints from before regressions: classification)."""
+    return classifier.get("problem", "classification")
+
+
+def classifier_outputs(classifier: dict[str, Any]) -> int:
+    """The head's outputs: one per class, or a regression's one score."""
+    return 1 if problem_of(classifier) == "regression" else len(classifier["label_names"])
+
+
 def check_language_model(path: str | Path, hparams: dict[str, Any], mode: str | None) -> None:
     """A fine-tuned classifier where a pretrained language model is needed: one line that
     names the checkpoint it was fine-tuned from."""
@@ -242,7 +253,7 @@ def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) 
         )
     config = ModelConfig.from_dict(hparams["model_config"])
     check_tokenizer_fits(hparams["tokenizer_json"], config, path)
-    model = SequenceClassifier(build_model(config), len(hparams["classifier"]["label_names"]))
+    model = SequenceClassifier(build_model(config), classifier_outputs(hparams["classifier"]))
     model.load_state_dict(
         {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
     )

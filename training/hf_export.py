@@ -58,7 +58,8 @@ def to_hf_model(
     """The family's transformers model (eval mode, CPU, fp32) computing what ``model``
     computes; a setting the family cannot reproduce is refused first, by name. A
     ``SequenceClassifier`` becomes the family's ``*ForSequenceClassification`` with
-    ``label_names`` as its ``id2label``."""
+    ``label_names`` as its ``id2label``; one output with none is a regression
+    (``problem_type="regression"``: transformers' MSE loss, the score as its one logit)."""
     transformers = require_transformers()
     family = hf_family(model.config)
     family.check(model.config)
@@ -66,12 +67,16 @@ def to_hf_model(
     kwargs = family.config_kwargs(model.config, special_tokens_of(tokenizer))
     if isinstance(model, SequenceClassifier):
         class_name, mapped = _classifier_weights(family.model_class, family.weights, model)
-        names = label_names or [str(i) for i in range(model.num_labels)]
+        regression = model.num_labels == 1
+        numbered = [str(i) for i in range(model.num_labels)]
+        names = label_names or (["score"] if regression else numbered)
         kwargs |= {
             "num_labels": model.num_labels,
             "id2label": dict(enumerate(names)),
             "label2id": {name: i for i, name in enumerate(names)},
         }
+        if regression:
+            kwargs["problem_type"] = "regression"
     else:
         class_name, mapped = family.model_class, family.weights(model)
     config = config_class(**kwargs)
@@ -171,7 +176,7 @@ def export_hf(loaded: LoadedCheckpoint, out_dir: str | Path, overwrite: bool = F
     require_transformers()
     tokenizer = tokenizer_from_json(loaded.tokenizer_json)
     classifier = isinstance(loaded.model, SequenceClassifier)
-    labels = loaded.hparams["classifier"]["label_names"] if classifier else None
+    labels = (loaded.hparams["classifier"]["label_names"] or None) if classifier else None
     hf_model = to_hf_model(loaded.model, tokenizer, labels)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))

@@ -130,7 +130,7 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
             "logger.mode=online needs a Weights & Biases account: run `wandb login` or set "
             "WANDB_API_KEY, or keep the default logger.mode=offline and `wandb sync` later"
         )
-    return WandbLogger(
+    logger = WandbLogger(
         project=cfg.project,
         entity=cfg.entity,
         group=group,
@@ -139,6 +139,11 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
         mode=mode,
         config={"settings": settings.plain(), "overrides": settings.overrides},
     )
+    # Lightning always passes wandb.init an `anonymous` setting (None unless asked), which
+    # wandb deprecates with a warning on every run; left out, wandb's default is the same,
+    # and every other wandb warning still prints.
+    logger._wandb_init.pop("anonymous", None)
+    return logger
 
 
 def _directory_name(name: str, limit: int = 200) -> str:
