@@ -246,12 +246,12 @@ def _record(metrics: dict[str, Any], protocol: str, pretrained: str) -> Path:
 
 def _print_results(metrics: dict[str, Any]) -> None:
     print("\n=== tinylm fine-tuning results ===")
-    print(f"{'task':>21}: {metrics['task']} ({metrics['init']}, seed {metrics['seed']})")
+    print(f"{'task':>16}: {metrics['task']} ({metrics['init']}, seed {metrics['seed']})")
     for key in ("best_val_loss", *(f"test_{name}" for name in metric_names(metrics["problem"]))):
-        print(f"{key:>21}: {metrics[key]:.4f}")
+        print(f"{key:>16}: {metrics[key]:.4f}")
     metric = metrics["metric"]
-    print(f"{'metric':>21}: test {metric} {metrics[f'test_{metric}']:.4f}")
-    print(f"{'examples/s':>21}: {metrics['examples_per_sec']:.1f}")
+    print(f"{'metric':>16}: test {metric} {metrics[f'test_{metric}']:.4f}")
+    print(f"{'examples/s':>16}: {metrics['examples_per_sec']:.1f}")
 
 
 class _TrainTimer(L.Callback):

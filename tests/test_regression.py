@@ -23,20 +23,23 @@ from train import run
 from training.checkpoint import load_classifier
 from training.classification import average_ranks, pearson, spearman
 
-# Enough steps for the tiny BERT to learn the count: 6 epochs of 8 batches.
-PROTOCOL = ["finetune.batch_size=8", "finetune.epochs=6", "finetune.lr=1e-2"]
+# Enough steps for the tiny BERT to learn the count and its scale: 12 epochs of 7 batches
+# (at 6 it ranks the texts but its predictions barely beat the constant's squared error).
+PROTOCOL = ["finetune.batch_size=8", "finetune.epochs=12", "finetune.lr=3e-3"]
 SPLITS = {"val_fraction": 0.1, "test_fraction": 0.25}  # 20 test examples
 CARVED = [f"finetune.{key}={value}" for key, value in SPLITS.items()]
 
 
 def score_file(path: Path, n: int = 80) -> Path:
-    """Texts of six words, each "for" or "raise"; the score is the count of "raise" less 2.5
-    (centred near 0: the head's bias starts at 0 and moves slowly at these few steps)."""
+    """Texts of six words, each "for" or "raise"; the score is 0.25 per "raise" beyond three,
+    plus 0.05 (near 0 and small: the head starts at 0 and a few steps move it little)."""
     rng = np.random.default_rng(0)
     rows = []
     for _ in range(n):
         words = rng.choice(["for", "raise"], size=6)
-        rows.append({"text": " ".join(words), "label": int((words == "raise").sum()) - 2.5})
+        rows.append(
+            {"text": " ".join(words), "label": 0.25 * (int((words == "raise").sum()) - 3) + 0.05}
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -80,7 +83,7 @@ def test_regression_learns_the_score_and_its_metrics_are_scipys(regressed) -> No
     train = load_task("files", path=str(regressed["data"]), problem="regression", **SPLITS)
     train = train.splits["train"]
     constant = float(np.mean([e.label for e in train]))  # the best constant a model can learn
-    assert mse < float(((true - constant) ** 2).mean()) and metrics["test_pearson"] > 0.5
+    assert mse < 0.5 * float(((true - constant) ** 2).mean()) and metrics["test_pearson"] > 0.5
     record = json.loads((regressed["pre"].parent / "eval.jsonl").read_text().splitlines()[-1])
     assert record["metric"] == "pearson_spearman" and record["higher_is_better"]
     assert record["value"] == metrics["test_pearson_spearman"]
@@ -164,7 +167,7 @@ def test_numeric_labels_without_a_problem_name_both_choices(regressed, tmp_path)
         )
     _one_line(
         err,
-        r"labels of .*scores\.jsonl are all numbers \('0\.5', .*finetune\.problem=regression"
+        r"labels of .*scores\.jsonl are all numbers \('0\.05', .*finetune\.problem=regression"
         r".*finetune\.problem=classification",
     )
     assert not (tmp_path / "out").exists()
