@@ -79,8 +79,9 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/test_window_edges.py",
     ),
 }
-# Every test run: no slow or GPU test even where a whole file is selected.
-PYTEST_ARGS = ("-p", "no:cacheprovider", "-m", "not slow and not gpu")
+# Every test run: no slow or GPU test even where a whole file is selected, in one process
+# (mutmut's trampolines are set up in the process that runs the tests: no xdist workers).
+PYTEST_ARGS = ("-p", "no:cacheprovider", "-m", "not slow and not gpu", "-n", "0")
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +16,17 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Under pytest-xdist (pyproject's addopts: one worker per core), each worker gets its share of
+# the cores, read by torch when it is first imported (in this process, its fork server and the
+# train.py processes it starts): tiny models gain nothing from threads that the other worker
+# needs.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    threads = str(max(1, len(os.sched_getaffinity(0)) // workers))
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, threads)
 
 # Tiny but real: a one-layer model on the built-in corpus, a few dozen steps.
 TINY = [
@@ -43,7 +57,11 @@ RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24", "trainer.va
 @pytest.fixture(scope="session", autouse=True)
 def offline_environment(tmp_path_factory: pytest.TempPathFactory) -> None:
     """No network, no account, and a data cache shared by the whole session."""
-    cache = tmp_path_factory.mktemp("tinylm-cache")
+    # One cache for all the test workers of a run (pytest-xdist): its file lock lets each
+    # piece be built once, as for parallel sweep jobs.
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if WORKER else base) / "tinylm-cache"
+    cache.mkdir(exist_ok=True)
     values = {
         "TINYLM_CACHE": str(cache),
         "HF_HUB_OFFLINE": "1",
@@ -116,11 +134,18 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
 
 
 def train_py(
-    *args: str, cwd: Path, wrapper: str | None = None, timeout: int = 600, **env_vars: str
+    *args: str,
+    cwd: Path,
+    wrapper: str | None = None,
+    timeout: int = 600,
+    fresh: bool = False,
+    **env_vars: str,
 ) -> subprocess.CompletedProcess:
-    """The real entry point, ``python train.py ARGS``, in a subprocess run from ``cwd``;
-    ``wrapper`` is Python code run in place of ``train.py`` that adds fault injectors (it ends
-    by calling ``tests.faults.main_with``; DDP children re-run it too)."""
+    """The real entry point, ``python train.py ARGS``, run from ``cwd`` in a process of its
+    own: a child forked by this worker's fork server (tinylm imported once, not once per
+    call), or with ``fresh`` (or a ``wrapper``) a new interpreter. ``wrapper`` is Python code
+    run in place of ``train.py`` that adds fault injectors (it ends by calling
+    ``tests.faults.main_with``; DDP children re-run it too)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
     env.pop("TINYLM_DEBUG", None)
     script = str(ROOT / "train.py")
@@ -128,14 +153,55 @@ def train_py(
         path = cwd / "train_with_faults.py"
         path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
         script = str(path)
-    return subprocess.run(
-        [sys.executable, script, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    if fresh or wrapper:
+        return subprocess.run(
+            [sys.executable, script, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    return FORK_SERVER.run([script, *args], cwd=cwd, env=env, timeout=timeout)
+
+
+class ForkServer:
+    """This test process's ``tests/fork_server.py --serve``, started at its first job and
+    stopped at exit; a job's output comes back through files."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+
+    def run(
+        self, argv: list[str], cwd: Path, env: dict[str, str], timeout: int
+    ) -> subprocess.CompletedProcess:
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "fork_server.py"), "--serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+            atexit.register(self.process.kill)
+        with tempfile.TemporaryDirectory(prefix="tinylm-job-") as logs:
+            out, err = Path(logs) / "stdout", Path(logs) / "stderr"
+            job = {"argv": argv, "cwd": str(cwd), "env": env, "whole_env": True}
+            job |= {"stdout": str(out), "stderr": str(err), "timeout": timeout}
+            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.flush()
+            answer = json.loads(self.process.stdout.readline())
+            if answer["rc"] == "timeout":
+                raise subprocess.TimeoutExpired(argv, timeout)
+            return subprocess.CompletedProcess(
+                [sys.executable, *argv],
+                answer["rc"],
+                stdout=out.read_text(errors="replace"),
+                stderr=err.read_text(errors="replace"),
+            )
+
+
+FORK_SERVER = ForkServer()
 
 
 @pytest.fixture

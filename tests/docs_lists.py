@@ -20,7 +20,7 @@ SHELL_LOOKING = re.compile(
     r"[A-Z_][A-Z0-9_]*=\S*\s+\S)"
 )
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-SERVER = ROOT / "tests" / "docs_server.py"  # imports tinylm once, forks a child per command
+SERVER = ROOT / "tests" / "fork_server.py"  # imports tinylm once, forks a child per command
 
 # The placeholder variables, the form of their definition in the docs, and the command of the
 # docs whose output directory stands in for them here.

@@ -25,7 +25,7 @@ failing, with the exit code and message they must give.
 
 Commands that come out the same after these rules (same environment, same set of arguments)
 run once. To pay Python's start-up and imports once, not once per command, one server process
-(``tests/docs_server.py``) imports tinylm and forks a fresh child per command, which runs
+(``tests/fork_server.py``) imports tinylm and forks a fresh child per command, which runs
 ``train.py`` (or the module) as ``__main__`` with the command's argv, environment and working
 directory, as the shell would; its exit code is the command's. ``tests/docs_commands.py``
 reads the commands out of the Markdown.

@@ -1,8 +1,11 @@
-"""The docs test's fork server: ``python tests/docs_server.py JOBS.json RESULTS.json``.
+"""The tests' fork server: ``python tests/fork_server.py JOBS.json RESULTS.json`` runs a batch
+(the docs test's commands); ``python tests/fork_server.py --serve`` reads one job a line (JSON)
+on stdin and answers each with one line of JSON on stdout (``tests.conftest.train_py``).
 
 It imports tinylm once, then forks a fresh child per job, which runs ``train.py`` (or ``-m
 MODULE``) as ``__main__`` with the job's argv, environment and working directory, as the shell
-would; the child's exit code is the command's. A child leaves through ``os._exit`` (a joblib
+would; the child's exit code is the command's. A job's output goes to its ``log`` file, or
+to its ``stdout`` and ``stderr`` files. A child leaves through ``os._exit`` (a joblib
 sweep hung in loky's exit handler inside a forked child), and its process group is killed
 afterwards, which ends what it left running (launcher workers). RESULTS.json is rewritten
 after each job, so a server that dies still reports the jobs it ran.
@@ -37,10 +40,16 @@ PRELOADED = (
 def run_child(job: dict[str, Any]) -> int:
     """In the forked child: the job as the shell would run it; its exit code."""
     os.setpgrp()
-    log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        out = os.open(
+            job.get(name, job.get("log")),
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
+            0o644,
+        )
+        os.dup2(out, fd)
     os.chdir(job["cwd"])
+    if job.get("whole_env"):  # the job's environment is all of it, as a subprocess's would be
+        os.environ.clear()
     os.environ.update(job["env"])
     argv = job["argv"]
     try:
@@ -90,12 +99,26 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"rc": rc, "seconds": round(time.time() - started, 1)}
 
 
+def preload(root: str) -> None:
+    sys.path.insert(0, root)
+    for module in PRELOADED:
+        importlib.import_module(module)
+
+
+def serve() -> None:
+    """Jobs from stdin, one JSON line each, answered in order on stdout."""
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything printed while importing must not mix with the answers
+    preload(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for line in sys.stdin:
+        answers.write(json.dumps(run_job(json.loads(line))) + "\n")
+        answers.flush()
+
+
 def main(spec_path: str, results_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
-    sys.path.insert(0, spec["root"])
-    for module in PRELOADED:
-        importlib.import_module(module)
+    preload(spec["root"])
     results = []
     for job in spec["jobs"]:
         results.append(run_job(job))
@@ -104,4 +127,7 @@ def main(spec_path: str, results_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        main(*sys.argv[1:3])
