@@ -78,6 +78,14 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/test_document_mask.py",
         "tests/test_window_edges.py",
     ),
+    "modes/eval_pairs.py": ("tests/test_pairs.py",),
+    "models/sentence_scores.py": ("tests/test_pairs.py",),
+    "analysis/significance.py": ("tests/test_significance.py",),
+    "analysis/time_to_target.py": ("tests/test_budget.py", "tests/test_summary_edges.py"),
+    "training/budget.py": ("tests/test_budget.py",),
+    "training/harness.py": ("tests/test_harness.py",),
+    "training/heads.py": ("tests/test_heads.py", "tests/test_head_gate.py"),
+    "training/classification.py": ("tests/test_classifier.py",),
 }
 # Every test run: no slow or GPU test even where a whole file is selected, in one process
 # (mutmut's trampolines are set up in the process that runs the tests: no xdist workers).

@@ -334,7 +334,7 @@ EVERYDAY = (
     "python train.py mode=generate ckpt_path=$RUN/checkpoints/best.ckpt",
     "python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt",
     "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt",
-    "python train.py data.path=",
+    "python train.py data.path=corpus.txt",
     "python train.py experiment=shakespeare_char",
     "python train.py trainer=ddp",
 )

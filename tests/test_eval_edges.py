@@ -21,6 +21,7 @@ import torch
 
 import modes.eval
 from analysis.records import write_metrics
+from analysis.summary import by_configuration
 from conf.hydra_runtime import parse_settings
 from conf.schema import OptimConfig
 from data.config import DataConfig
@@ -158,7 +159,9 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
         "bpc": pytest.approx(expected["bpc"], rel=1e-5),
         "bpb": pytest.approx(expected["bpb"], rel=1e-5),
         "acc": pytest.approx(expected["acc"], rel=1e-6),
+        "provenance": record["provenance"],  # tests/test_provenance.py checks its fields
     }
+    assert record["provenance"]["precision"] == "32-true"
     assert "configurations" not in result  # one checkpoint: no sweep table
     eval_jsonl = ckpt.parent / "eval.jsonl"
     assert result["eval_jsonl"] == str(eval_jsonl)
@@ -261,7 +264,7 @@ def test_a_sweep_table_has_the_loss_then_the_other_metrics_and_names_a_damaged_r
     damaged.mkdir()
     (damaged / "metrics.json").write_text("{not json")
     rows.append({"checkpoint": str(damaged / "checkpoints" / "best.ckpt"), "loss": 4.0})
-    lines = modes.eval.by_configuration(rows).splitlines()
+    lines = by_configuration(rows, others=modes.eval.METRICS[1:]).splitlines()
     header = (
         "| model.num_heads | n | failed | loss | vs_best | p_welch | holm | ppl | bpc | bpb | acc |"
     )

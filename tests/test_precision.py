@@ -108,8 +108,11 @@ def _check_clipped_training(norms: GradientNorms, metrics: dict, precision: str)
 @pytest.mark.parametrize("precision", [*CPU_PRECISIONS, "16-mixed"])
 @pytest.mark.parametrize(("model", "optim"), MODELS_AND_OPTIMISERS)
 def test_every_precision_trains_each_model_and_optimiser_with_the_clip(
-    make_cfg, model: str, optim: str, precision: str
+    make_cfg, model: str, optim: str, precision: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A precision typed on the command line is kept on any CPU (training/precision.py); a
+    # composed config records no command line, so the CPU's own bfloat16 must not decide.
+    monkeypatch.setattr("training.precision.native_bf16_cpu", lambda: True)
     norms = GradientNorms()
     callbacks = [norms]
     if precision == "16-mixed":
