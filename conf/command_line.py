@@ -28,6 +28,7 @@ from models.config import check_names, closest
 
 CONF = Path(__file__).resolve().parent
 SEARCH_SPACE = "hydra.sweeper.params."  # the Optuna sweeper's search space in its config
+SAMPLER = "hydra/sweeper/sampler"  # the Optuna sweeper's samplers: conf/hydra/sweeper/sampler/
 
 
 def check_command_line(argv: Sequence[str]) -> None:
@@ -53,6 +54,11 @@ def check_command_line(argv: Sequence[str]) -> None:
         if key.startswith(SEARCH_SPACE):
             key, shown = key.removeprefix(SEARCH_SPACE), SEARCH_SPACE
             search_space.append((key, override))
+        elif key == SAMPLER:
+            samplers = sorted(p.stem for p in (CONF / SAMPLER).glob("*.yaml"))
+            for choice in _chosen(override):
+                _check_choice(key, choice, samplers)
+            continue
         elif override.is_hydra_override() or key == "hydra" or override.package:
             continue
         head, _, rest = key.partition(".")
@@ -78,7 +84,7 @@ def check_command_line(argv: Sequence[str]) -> None:
     for key, override in search_space:
         raise ValueError(
             f"{SEARCH_SPACE}{key} cannot be set on the command line (Hydra sweeps none of its "
-            f"own keys): give the search space as {key}={_value_text(override)}, which "
+            f"own keys): give the search space as {key}={value_text(override)}, which "
             "hydra/sweeper=optuna searches, or as hydra.sweeper.params in a config file"
         )
 
@@ -114,7 +120,7 @@ def _chosen(override: Override) -> Iterator[str]:
         yield from override.sweep_string_iterator()
 
 
-def _value_text(override: Override) -> str:
+def value_text(override: Override) -> str:
     """The override's value as typed, without the quotes around all of it."""
     text = (override.input_line or "").partition("=")[2]
     quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\""

@@ -11,20 +11,15 @@ from __future__ import annotations
 import logging
 import shutil
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, read_write
+from omegaconf import DictConfig
 
 from conf.command_line import check_command_line
-from conf.hydra_runtime import parallel_jobs
-
-# hydra/sweeper=optuna: the plugin's sweeper, and tinylm's runner of it (see its module).
-OPTUNA_SWEEPER = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
-OPTUNA_SEARCH = "hydra_plugins.tinylm_optuna.OptunaSearch"
+from conf.hydra_runtime import OPTUNA_SEARCH, parallel_jobs
 
 
 class SweepSummary(Callback):
@@ -37,19 +32,13 @@ class SweepSummary(Callback):
         except ValueError as err:  # before any job starts: one line, no traceback
             print(f"tinylm: error: {err}", file=sys.stderr)
             raise SystemExit(1) from None
-        sweeper = config.hydra.sweeper
-        if sweeper.get("_target_") == OPTUNA_SWEEPER:
-            # Why the plugin's sweeper runs under tinylm's: hydra_plugins/tinylm_optuna.py.
-            with read_write(config.hydra):  # Hydra builds the sweeper from this config next
-                sweeper._target_ = OPTUNA_SEARCH
-            # Building it imports Optuna, which imports alembic: one INFO line per plugin.
-            logging.getLogger("alembic").setLevel(logging.WARNING)
         sweep_dir = config.hydra.sweep.dir
-        if sweeper.get("sampler", {}).get("seed", 0) is None:
+        if config.hydra.sweeper.get("_target_") == OPTUNA_SEARCH:
+            # Optuna imports alembic, which logs one INFO line per plugin it sets up.
+            logging.getLogger("alembic").setLevel(logging.WARNING)
             hint = (
-                "this Optuna search has no hydra.sweeper.sampler.seed, so a re-run draws other "
-                "trials and cannot resume it: give a seed (e.g. hydra.sweeper.sampler.seed=0) "
-                "to make it reproducible"
+                f"its Optuna study is stored: if the search is interrupted, re-run the same "
+                f"command with hydra.sweep.dir={sweep_dir} to go on from it"
             )
         else:
             hint = (
@@ -89,29 +78,14 @@ def check_launcher(launcher: DictConfig) -> None:
 
 def check_search(hydra: DictConfig) -> None:
     """What an Optuna search (``hydra/sweeper=optuna``; ``hydra`` is the multirun's Hydra
-    config) needs before its first trial: the direction that minimises the loss, a storage
-    this install can open, each key searched or fixed on the command line, not both, and
-    known keys in a search space written in a config file (``hydra.sweeper.params``; the
-    command line's are ``conf.command_line``'s)."""
+    config) needs before its first trial: each key searched or fixed on the command line, not
+    both, and known keys in a search space written in a config file (``hydra.sweeper.params``;
+    the command line's are ``conf.command_line``'s). Its storage, sampler, pruner and
+    objectives are checked by the search itself (``hydra_plugins/tinylm_optuna.py``), also
+    before its first trial."""
     sweeper = hydra.sweeper
-    if sweeper.get("_target_") not in (OPTUNA_SWEEPER, OPTUNA_SEARCH):
+    if sweeper.get("_target_") != OPTUNA_SEARCH:
         return
-    direction = sweeper.get("direction")
-    if str(getattr(direction, "name", direction)) != "minimize":
-        raise ValueError(
-            f"hydra.sweeper.direction={direction}: the search's objective is each job's "
-            "best_val_loss, a loss to minimise; leave hydra.sweeper.direction at minimize"
-        )
-    storage = sweeper.get("storage")
-    # Optuna 2 (the plugin's pin) opens any storage URL but redis:// with SQLAlchemy 1's API.
-    database = isinstance(storage, str) and not storage.startswith("redis")
-    if database and _major("optuna") < 3 and _major("sqlalchemy") >= 2:
-        raise ValueError(
-            f"hydra.sweeper.storage={storage}: Optuna {version('optuna')} (what "
-            "hydra-optuna-sweeper installs) cannot open a database with SQLAlchemy "
-            f"{version('sqlalchemy')}; leave hydra.sweeper.storage at null (the study lives in "
-            "memory and the sweep directory keeps every trial: re-run in it to resume)"
-        )
     _check_searched_once(list(hydra.get("overrides", {}).get("task", [])))
     params = sweeper.get("params") or {}
     sources = hydra.get("runtime", {}).get("config_sources", [])
@@ -128,8 +102,8 @@ def check_search(hydra: DictConfig) -> None:
 
 
 def _check_searched_once(overrides: list[str]) -> None:
-    """The plugin searches a key given a range only when it is given no single value too (it
-    keeps the value, silently): a key given both on the command line is refused."""
+    """A key given both a single value and a range on the command line is refused: which of
+    the two was meant cannot be told."""
     parsed = OverridesParser.create().parse_overrides(overrides)
     searched = {o.key_or_group: o.input_line for o in parsed if o.is_sweep_override()}
     for override in parsed:
@@ -139,10 +113,3 @@ def _check_searched_once(overrides: list[str]) -> None:
                 f"would keep the single value and not search {override.key_or_group}; give "
                 "the key once, its value or its range"
             )
-
-
-def _major(package: str) -> int:
-    try:
-        return int(version(package).split(".")[0])
-    except (PackageNotFoundError, ValueError):
-        return 0

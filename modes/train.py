@@ -33,6 +33,7 @@ from training.budget import apply_budget
 from training.checkpoint import check_language_model, check_resume, read_checkpoint
 from training.compile import compile_network
 from training.precision import native_precision
+from training.pruning import PruneHopelessTrial
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
@@ -110,8 +111,10 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     checkpointing = trainer.checkpoint_callback
     best = checkpointing.best_model_score
     last = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    pruned = any(isinstance(c, PruneHopelessTrial) and c.pruned_at is not None for c in callbacks)
     metrics = {
-        "status": "completed",
+        # pruned: an Optuna search's pruner stopped it (training/pruning.py)
+        "status": "pruned" if pruned else "completed",
         "arch": model_config.arch,
         "step": trainer.global_step,
         "best_val_loss": float(best) if best is not None else last.get("val/loss"),
@@ -181,11 +184,11 @@ def _sweep_job_state(
             write_metrics(out_dir, {"status": "running", "overrides": overrides})
     else:
         _check_same_job(out_dir, stored.get("overrides", {}), overrides)
-    if stored is not None and stored.get("status") == "completed":
+    if stored is not None and stored.get("status") in ("completed", "pruned"):
         if _ran_other_code(out_dir, stored, rerun_changed):
             return None, resume
         print(
-            f"tinylm: {out_dir} already completed, skipping it (delete that directory to "
+            f"tinylm: {out_dir} already {stored['status']}, skipping it (delete that directory to "
             "train it again from scratch)"
         )
         return stored, resume

@@ -80,6 +80,11 @@ INSTALL = "creates a virtual environment and installs from the package index (CI
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
 SLURM = "needs a SLURM cluster"
+POSTGRES_SEARCH = (
+    "hydra.sweeper.storage=postgresql://tinylm@dbhost/tinylm hydra.sweeper.study_name=lr-dropout "
+    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)' "
+    "hydra.sweep.dir=/shared/searches/lr-dropout"
+)
 # The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
 # jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
 # (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
@@ -121,6 +126,33 @@ NOT_RUNNABLE = {
     "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
+    **dict.fromkeys(
+        [
+            "python train.py -m hydra/sweeper=optuna hydra/launcher=slurm "
+            "hydra.launcher.partition=gpu hydra.sweeper.n_jobs=8 hydra.sweeper.n_trials=64 "
+            f"{POSTGRES_SEARCH}",
+            f"srun python train.py -m hydra/sweeper=optuna hydra.sweeper.n_jobs=1 "
+            f"hydra.sweeper.n_trials=64 {POSTGRES_SEARCH}",
+        ],
+        SLURM + " and a PostgreSQL server; tests/test_optuna.py shares a study (SQLite) "
+        "between two workers",
+    ),
+    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 "
+    "'optim.lr=tag(log,interval(1e-4,1e-2))' hydra.sweep.dir=runs/search": (
+        "one of two workers, a search like the one above; tests/test_optuna.py runs two "
+        "workers on one study"
+    ),
+    "optuna-dashboard sqlite:///$SWEEP/study.db": (
+        "starts a web server that runs until stopped; tests/test_optuna.py starts it on a "
+        "study, reads its HTTP API and stops it"
+    ),
+    "python train.py -m hydra/sweeper=optuna hydra/sweeper/sampler=nsgaii "
+    "hydra.sweeper.n_trials=12 'hydra.sweeper.objectives=[best_val_loss,params]' "
+    "'hydra.sweeper.directions=[minimize,minimize]' 'model.hidden_size=choice(64,128)' "
+    "'model.num_heads=choice(1,2,4)'": (
+        "a search of 12 trials, ~20 s even when tiny; tests/test_optuna.py runs a "
+        "two-objective search and checks its front"
+    ),
     "python train.py trainer.compile=true": (
         "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
         "slow test trains compiled (trainer=gpu's settings on the CPU)"
@@ -276,7 +308,8 @@ PROMISES = {
     ],
     "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
     "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
-        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png")
+        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png"),
+        *("{out}/study.db", "{out}/search.json"),
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],

@@ -439,7 +439,9 @@ def test_listed_train_commands_compose(text: str) -> None:
     args = [a for a in args if a != "-m"]
     first = []
     for override in OverridesParser.create().parse_overrides(args):
-        if override.is_sweep_override():
+        if override.is_interval_sweep():  # an Optuna search's range: its low end
+            value = override.value().start
+        elif override.is_sweep_override():
             value = next(iter(override.sweep_string_iterator()))
             first.append(f"{override.get_key_element()}={value}")
         else:

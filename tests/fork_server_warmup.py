@@ -1,0 +1,33 @@
+"""Imported only by the server process of ``tests/train_forks.py``: one tiny training run
+there, so that each process forked from it skips the costs of a process's first run (the CPU
+kernels' first calls, Python's type caches), about 5 s each on a loaded 2-core machine. The
+server runs it on one thread and keeps that setting: OpenMP never starts a thread pool in
+it, so nothing of one is left half-copied in its forks, which train on one thread too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+
+import torch
+
+from tests.conftest import TINY, compose_config
+from train import run
+
+torch.set_num_threads(1)
+with (
+    tempfile.TemporaryDirectory() as scratch,
+    contextlib.redirect_stdout(io.StringIO()),
+    contextlib.redirect_stderr(io.StringIO()),
+):
+    run(
+        compose_config(
+            f"output_dir={scratch}/run",
+            *(a for a in TINY if a.startswith("optim.lr=")),
+            "trainer.max_steps=2",
+            "trainer.val_check_interval=2",
+            "trainer.limit_val_batches=1",
+        )
+    )
