@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from analysis.records import natural_key  # noqa: E402
 from analysis.summary import (  # noqa: E402
@@ -154,6 +155,49 @@ def plot_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
     ax.set_ylabel("validation loss")
     ax.set_title("validation loss (mean over seeds; band: min to max)", fontsize=9)
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+def best_so_far(values: Sequence[float | None], maximize: bool = False) -> list[float | None]:
+    """The best value among each trial and those before it (None until the first value)."""
+    best: list[float | None] = []
+    for value in values:
+        previous = best[-1] if best else None
+        if value is None or previous is None:
+            best.append(previous if value is None else value)
+        else:
+            best.append(max(previous, value) if maximize else min(previous, value))
+    return best
+
+
+def plot_optimisation_history(report: dict, out_path: Path) -> Path:
+    """An Optuna search's optimisation history (``search.json``), one panel per objective:
+    each completed trial's value against its number, the best so far as a step line, and the
+    pruned trials at their last reported validation loss."""
+    objectives, directions = report["objectives"], report["directions"]
+    fig, axes = plt.subplots(1, len(objectives), figsize=(6 * len(objectives), 4), squeeze=False)
+    trials = sorted(report["trials"], key=lambda t: t["number"])
+    for index, (ax, objective) in enumerate(zip(axes[0], objectives, strict=True)):
+        values = [t["values"][index] if t["state"] == "COMPLETE" else None for t in trials]
+        numbers = [t["number"] for t in trials]
+        done = [n for n, v in zip(numbers, values, strict=True) if v is not None]
+        if done:
+            shown = [v for v in values if v is not None]
+            ax.plot(done, shown, "o", label="completed trial", color="tab:blue")
+        best = best_so_far(values, directions[index] == "maximize")
+        ax.step(numbers, best, where="post", label="best so far", color="tab:orange")
+        pruned = [t for t in trials if t["state"] == "PRUNED"]
+        if pruned:  # a pruner prunes searches of one objective
+            at = ([t["number"] for t in pruned], [t["last_reported"] for t in pruned])
+            ax.plot(*at, "x", color="tab:gray", label="pruned (last reported)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("trial")
+        ax.set_ylabel(f"{objective} ({directions[index]})")
+        ax.legend(fontsize=7)
+    fig.suptitle("optimisation history", fontsize=9)
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)

@@ -7,8 +7,10 @@ summary can be rebuilt at any time. Runs are grouped by configuration with seeds
 Writes ``summary.md`` (configurations, then runs), ``summary.csv`` (configurations),
 ``runs.csv`` (runs), ``heatmap_val_loss.png`` and ``curves_val_loss.png`` (``analysis/plots.py``).
 An Optuna search (``hydra/sweeper=optuna``) is one run per trial, numbered as Optuna numbers
-its trials; its summary names the best trial (the plugin's ``optimization_results.yaml``) and
-draws no heatmap (values drawn from a range fill one cell per row and column). A sweep of
+its trials; its summary names the best trial (``optimization_results.yaml``) or the Pareto
+front, adds the search's section and ``optuna_history.png`` from its ``search.json``
+(``analysis/search_summary.py``), and draws no heatmap (values drawn from a range fill one cell
+per row and column). A sweep of
 fine-tunes (``mode=finetune``) is ranked by its task's metric on the test split, highest
 best, as its ``metrics.json`` names it (``test_accuracy``, ``test_f1``, ``test_mcc``), with
 the other test metrics as means and no heatmap (its colours rank the lowest best).
@@ -24,8 +26,9 @@ from typing import Any
 
 import yaml
 
-from analysis.plots import plot_curves, plot_heatmap
+from analysis.plots import plot_curves, plot_heatmap, plot_optimisation_history
 from analysis.records import collect_runs, format_value, markdown_table, warn
+from analysis.search_summary import best_sentence, read_search, search_section
 from analysis.significance import ALPHA
 from analysis.summary import (
     MEANS,
@@ -113,8 +116,11 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         _write_csv(sweep_dir / "runs.csv", run_columns, run_rows),
     ]
     search = search_result(sweep_dir)
+    record = read_search(sweep_dir) if search is not None else None
     explanation = _explanation(configs, rows, len(runs), search is not None, ranked)
-    if search:
+    if record:
+        explanation += " " + best_sentence(record)
+    elif search:  # a search that wrote no search.json: an earlier tinylm's
         explanation += " " + _best_trial(search, runs)
     mixed = differing_runs([(run["run"], run.get("provenance")) for run in runs])
     if mixed:
@@ -124,6 +130,7 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         "## Configurations\n\n"
         + configuration_table(configs, rows, ranked.means)
         + ("" if target is None else "\n" + target_section(configs, target, target_loss))
+        + ("" if record is None else "\n" + search_section(record))
         + "\n## Runs\n\n"
         + markdown_table(run_columns, run_rows)
     )
@@ -132,6 +139,8 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
         written.append(plot_heatmap(configs, config_keys, sweep_dir / "heatmap_val_loss.png"))
     if any(r.get("val_curve") for r in runs):
         written.append(plot_curves(configs, sweep_dir / "curves_val_loss.png"))
+    if record is not None:
+        written.append(plot_optimisation_history(record, sweep_dir / "optuna_history.png"))
     return written
 
 

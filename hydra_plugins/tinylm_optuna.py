@@ -115,9 +115,9 @@ class _Search:
         searched = {k: o for k, o in by_key.items() if o.is_sweep_override()}
         self.distributions = {k: _distribution(o) for k, o in searched.items()}
         space = {k: value_text(o) for k, o in searched.items()}
-        sampler_settings = OmegaConf.to_container(sweeper.sampler, resolve=True)
-        grid = _grid(searched) if sampler_settings.get("name") == "grid" else None
-        sampler = study.make_sampler(sampler_settings, grid)
+        self.sampler_settings = OmegaConf.to_container(sweeper.sampler, resolve=True)
+        self.grid = _grid(searched) if self.sampler_settings.get("name") == "grid" else None
+        sampler = study.make_sampler(self.sampler_settings, self.grid)
         pruner = study.make_pruner(str(settings["pruner"]))
         self.storage_url, self.study_name = study_location(sweeper, sweep_dir)
         storage = study.open_storage(
@@ -150,7 +150,7 @@ class _Search:
             running = len(study.running_trials(self.study))
             wanted = min(self.n_jobs, self.n_trials - done - running)
             if wanted > 0:
-                trials = [self.study.ask(self.distributions) for _ in range(wanted)]
+                trials = [self._ask() for _ in range(wanted)]
                 self._run_batch(launcher, trials)
                 continue
             if done >= self.n_trials:
@@ -167,6 +167,22 @@ class _Search:
         self.completed = sum(t.state.name == "COMPLETE" for t in trials)
         if self.completed:
             self._write_results()
+
+    def _ask(self) -> Any:
+        """A new trial with its parameters drawn. A seeded sampler draws trial N from ``seed``
+        + N: a sampler's random state lives in its process, not in the study, so a search
+        re-run, or a second worker, would otherwise draw its first trials again; this way the
+        same history gives the same draws whoever asks."""
+        from training import study
+
+        trial = self.study.ask()
+        seed = self.sampler_settings.get("seed")
+        if seed is not None:
+            settings = {**self.sampler_settings, "seed": int(seed) + trial.number}
+            self.study.sampler = study.make_sampler(settings, self.grid)
+        for name, distribution in self.distributions.items():
+            _suggest(trial, name, distribution)
+        return trial
 
     def _run_batch(self, launcher: Any, trials: list[Any]) -> None:
         """Run ``trials`` as jobs numbered by their trial numbers, beating their hearts."""
@@ -304,6 +320,20 @@ def _distribution(override: Override) -> Any:
     if override.is_range_sweep() and all(isinstance(v, int) for v in values) and len(values) > 1:
         return d.IntDistribution(values[0], values[-1], step=values[1] - values[0])
     return d.CategoricalDistribution(values)
+
+
+def _suggest(trial: Any, name: str, distribution: Any) -> None:
+    """Draw ``name`` from ``distribution`` through the trial's public suggest API."""
+    import optuna.distributions as d
+
+    if isinstance(distribution, d.FloatDistribution):
+        low, high = distribution.low, distribution.high
+        trial.suggest_float(name, low, high, step=distribution.step, log=distribution.log)
+    elif isinstance(distribution, d.IntDistribution):
+        low, high = distribution.low, distribution.high
+        trial.suggest_int(name, low, high, step=distribution.step, log=distribution.log)
+    else:
+        trial.suggest_categorical(name, distribution.choices)
 
 
 def _grid(searched: dict[str, Override]) -> dict[str, list[Any]] | None:

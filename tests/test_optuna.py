@@ -112,6 +112,9 @@ def test_a_search_killed_mid_trial_resumes_to_n_trials_from_its_study(tmp_path: 
     # Its configuration is tried again: the retry is the trial asked right after it failed.
     (retry,) = (t for t in trials if t.system_attrs.get("failed_trial") == 1)
     assert retry.params == trials[1].params and retry.state.name == "COMPLETE"
+    # The re-run drew new configurations (its seeded sampler did not start over).
+    drawn = [tuple(t.params.values()) for t in trials if t.number != retry.number]
+    assert len(set(drawn)) == len(drawn)
     runs = {r["run"]: r for r in _rows(sweep / "runs.csv")}
     assert runs["1"]["status"] == "failed" and "its process stopped" in runs["1"]["error"]
     for trial in trials:  # each trial's run holds its values
@@ -506,3 +509,55 @@ def test_the_summary_of_a_search_names_its_best_trial_and_draws_no_heatmap(
     OmegaConf.save({"hydra": {"sweeper": {"_target_": "BasicSweeper"}}}, tmp_path / "multirun.yaml")
     assert "heatmap_val_loss.png" in {p.name for p in write_sweep_summary(tmp_path)}
     assert "Optuna's best trial" not in (tmp_path / "summary.md").read_text()
+
+
+def test_the_summary_of_a_stored_search_has_its_section_and_history(tmp_path: Path) -> None:
+    trials = []
+    for number, (state, loss, steps) in enumerate(
+        [("COMPLETE", 2.5, 150), ("PRUNED", None, 25), ("COMPLETE", 2.25, 150), ("FAIL", None, 0)]
+    ):
+        status = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}[state]
+        overrides = {"optim.lr": str(0.001 * (number + 1))}
+        record = {"status": status, "best_val_loss": loss or 3.0, "overrides": overrides}
+        write_metrics(tmp_path / str(number), record)
+        trials.append(
+            {
+                "number": number,
+                "state": state,
+                "params": {"optim.lr": 0.001 * (number + 1)},
+                "values": [loss] if loss else None,
+                "run": str(number),
+                "consumed": {"steps": steps},
+                "error": "boom" if state == "FAIL" else None,
+                "last_reported": 3.0 if state == "PRUNED" else None,
+            }
+        )
+    report = {
+        "study_name": "s",
+        "storage": "sqlite:///study.db",
+        "objectives": ["best_val_loss"],
+        "directions": ["minimize"],
+        "trials": trials,
+        "best": [2],
+        "importances": {"best_val_loss": "2 completed trial(s): importances need at least 3"},
+    }
+    (tmp_path / "search.json").write_text(json.dumps(report))
+    OmegaConf.save({"hydra": {"sweeper": {"_target_": OPTUNA_SEARCH}}}, tmp_path / "multirun.yaml")
+    written = {p.name for p in write_sweep_summary(tmp_path)}
+    assert "optuna_history.png" in written and "heatmap_val_loss.png" not in written
+    summary = (tmp_path / "summary.md").read_text()
+    assert (
+        "Optuna's best trial: run 2 (optim.lr=0.003), best_val_loss 2.25 (search.json)" in summary
+    )
+    assert "4 trials, 2 completed, 1 pruned, 1 failed." in summary
+    assert "Training steps: 325 in all, 25 of them in pruned trials" in summary
+    assert "(no importances for best_val_loss: 2 completed trial(s)" in summary
+    statuses = {r["run"]: r["status"] for r in _rows(tmp_path / "runs.csv")}
+    assert statuses == {"0": "completed", "1": "pruned", "2": "completed", "3": "failed"}
+
+
+def test_best_so_far_follows_the_direction() -> None:
+    from analysis.plots import best_so_far
+
+    assert best_so_far([None, 3.0, None, 2.0, 4.0]) == [None, 3.0, 3.0, 2.0, 2.0]
+    assert best_so_far([1.0, 3.0, 2.0], maximize=True) == [1.0, 3.0, 3.0]

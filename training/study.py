@@ -47,6 +47,9 @@ JOB_ERROR = "error"
 # How often a killed trial's configuration is queued again before the search gives it up.
 MAX_RETRY = 2
 _OPEN_ATTEMPTS = 10
+# What a database says to the worker that loses the race to create the storage's tables
+# (SQLite's words, then PostgreSQL's and MySQL's).
+_CREATION_RACES = ("already exists", "locked", "UNIQUE constraint", "duplicate key", "Duplicate")
 # The user attribute holding the search that created a study.
 SEARCH = "tinylm_search"
 
@@ -93,7 +96,7 @@ def open_storage(
             )
         except Exception as err:  # SQLAlchemy's and the drivers' errors have no common base
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            if attempt < _OPEN_ATTEMPTS and ("already exists" in reason or "locked" in reason):
+            if attempt < _OPEN_ATTEMPTS and any(race in reason for race in _CREATION_RACES):
                 attempt += 1
                 time.sleep(0.5)
                 continue

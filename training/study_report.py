@@ -33,12 +33,19 @@ def study_report(study: optuna.Study, objectives: Sequence[str], storage: str) -
                 "run": t.user_attrs.get("run"),
                 "consumed": t.user_attrs.get("consumed"),
                 "error": t.user_attrs.get("error"),
+                # the value a pruned trial was stopped at
+                "last_reported": _last_reported(t),
             }
             for t in trials
         ],
         "best": sorted(t.number for t in best),
         "importances": {name: _importances(study, index) for index, name in enumerate(objectives)},
     }
+
+
+def _last_reported(trial: optuna.trial.FrozenTrial) -> float | None:
+    reported = trial.intermediate_values
+    return reported[max(reported)] if reported else None
 
 
 def _importances(study: optuna.Study, index: int) -> dict[str, float] | str:
