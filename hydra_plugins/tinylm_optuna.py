@@ -176,6 +176,8 @@ class _Search:
         from training import study
 
         trial = self.study.ask()
+        # At once: a trial killed before its first heartbeat would never be found stale.
+        self.study._storage.record_heartbeat(trial._trial_id)
         seed = self.sampler_settings.get("seed")
         if seed is not None:
             settings = {**self.sampler_settings, "seed": int(seed) + trial.number}
@@ -260,15 +262,10 @@ class _Heartbeats:
         self.stopped = threading.Event()
         storage, ids = study._storage, [t._trial_id for t in trials]
 
-        def beat() -> None:
-            for trial_id in ids:
-                storage.record_heartbeat(trial_id)
-
-        beat()  # now: a trial without any heartbeat is never found stale
-
-        def keep_beating() -> None:
+        def keep_beating() -> None:  # the first beat came with the trial (_Search._ask)
             while not self.stopped.wait(interval):
-                beat()
+                for trial_id in ids:
+                    storage.record_heartbeat(trial_id)
 
         self.thread = threading.Thread(target=keep_beating, daemon=True)
         self.thread.start()

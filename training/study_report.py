@@ -9,6 +9,7 @@ consumed), the best trial (with several objectives, the Pareto front: Optuna's
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,10 +54,14 @@ def _importances(study: optuna.Study, index: int) -> dict[str, float] | str:
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if len(complete) < 2:
         return f"{len(complete)} completed trial(s): importances need at least 2"
+    # PED-ANOVA judges what makes the target low: a maximised objective is negated.
+    sign = -1.0 if study.directions[index] == optuna.study.StudyDirection.MAXIMIZE else 1.0
     try:
-        found = optuna.importance.get_param_importances(
-            study, target=lambda t: t.values[index] if t.values else None
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # that reminder, once per call
+            found = optuna.importance.get_param_importances(
+                study, target=lambda t: sign * t.values[index] if t.values else None
+            )
     except (RuntimeError, ValueError) as err:
         return str(err)
     return {name: float(value) for name, value in found.items()}
