@@ -142,6 +142,20 @@ NOT_RUNNABLE = {
         "one of two workers, a search like the one above; tests/test_optuna.py runs two "
         "workers on one study"
     ),
+    **dict.fromkeys(
+        [
+            "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=20 "
+            "hydra.sweeper.sampler.seed=0 hydra.sweeper.n_jobs=1 "
+            "'optim.lr=tag(log,interval(1e-4,3e-2))' 'model.dropout=interval(0.0,0.3)' "
+            "model.num_layers=1 model.hidden_size=32 model.num_heads=2 model.max_seq_len=32 "
+            "data.vocab_size=300 data.batch_size=8 trainer.max_steps=80 "
+            "trainer.val_check_interval=10 trainer.limit_val_batches=4 "
+            f"trainer.precision=32-true max_new_tokens=10 logger=none hydra.sweeper.pruner={p}"
+            for p in ("none", "median")
+        ],
+        "a measurement search of 20 trials, ~12 min here; composed only: tests/test_optuna.py "
+        "prunes a search",
+    ),
     "optuna-dashboard sqlite:///$SWEEP/study.db": (
         "starts a web server that runs until stopped; tests/test_optuna.py starts it on a "
         "study, reads its HTTP API and stops it"

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PRELOADED = [
     *("train", "modes.train", "modes.sweep", "hydra_plugins.tinylm_optuna", "training.study"),
-    *("training.study_report", "training.pruning", "analysis.sweep_summary"),
+    *("training.study_report", "training.pruning", "analysis.sweep_summary", "modes.report"),
     "tests.fork_server_warmup",  # last: a tiny training run, on one thread
 ]
 _CONTEXT = multiprocessing.get_context("forkserver")
