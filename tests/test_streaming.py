@@ -33,8 +33,11 @@ def _paragraph(prefix: str, i: int) -> str:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_corpus(tmp_path_factory.mktemp("streaming"))
+
+
+def make_corpus(root: Path) -> dict[str, Path]:
     """A train file, a validation file, and a tokenizer trained on them (by the cached path)."""
-    root = tmp_path_factory.mktemp("streaming")
     files = {
         "train": _write_paragraphs(root / "train.txt", "Paragraph", 400),
         "validation": _write_paragraphs(root / "valid.txt", "Held", 40),
@@ -354,59 +357,3 @@ def test_train_py_streams_a_file(corpus: dict[str, Path], tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     assert record["split"] == "validation" and record["loss"] > 0 and record["bpc"] > 0
-
-
-DDP = ["trainer=cpu_ddp"]
-
-
-@pytest.mark.slow
-def test_cpu_ddp_ranks_read_their_own_blocks_and_resume(
-    corpus: dict[str, Path], tmp_path: Path
-) -> None:
-    def train(name: str, steps: int, *extra: str) -> list[list[list[int]]]:
-        record = tmp_path / f"{name}-batches"
-        wrapper = (
-            "from tests.faults import RecordBatches, main_with\n"
-            f"main_with(RecordBatches({str(record)!r}))\n"
-        )
-        out = tmp_path / name
-        proc = train_py(
-            *_tiny_streaming(corpus["train"], corpus, out, f"trainer.max_steps={steps}"),
-            *DDP,
-            "trainer.val_check_interval=2",
-            "max_new_tokens=1",
-            *extra,
-            f"hydra.run.dir={out}",
-            cwd=tmp_path,
-            wrapper=wrapper,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return [
-            [
-                json.loads(line)["blocks"]
-                for line in Path(f"{record}.{rank}").read_text().splitlines()
-            ]
-            for rank in (0, 1)
-        ]
-
-    straight = train("straight", 4)
-    datamodule = _streaming_module(
-        str(corpus["train"]), corpus, max_seq_len=32, stream_val_examples=20
-    )  # TINY's
-    eos = datamodule.eos_token_id
-    for rank, batches in enumerate(straight):
-        # Each rank trains on the blocks of its own share of the stream, in order.
-        (expected,) = _blocks(datamodule, rank=rank, world_size=2)
-        assert len(batches) == 4
-        got = [block for batch in batches for block in batch]
-        assert got == [block.tolist() for block in expected[: len(got)]]
-    documents = [
-        set(_documents([np.array(b) for batch in batches for b in batch], eos))
-        for batches in straight
-    ]
-    assert documents[0] and documents[1] and not documents[0] & documents[1]
-    train("cut", 2)
-    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
-    resumed = train("resumed", 4, f"ckpt_path={last}")
-    for rank in (0, 1):  # each rank resumed at its own position (gathered into the checkpoint)
-        assert resumed[rank] == straight[rank][2:]
