@@ -1,17 +1,10 @@
 """``mode=finetune ckpt_path=PRETRAINED``: a classifier on a pretrained network, judged on a task.
 
-The pretrained checkpoint gives the architecture, the weights (``finetune.init=pretrained``;
-``scratch``: the same architecture from random weights, seeded by ``seed``) and the
-tokenizer; ``data.labelled`` gives the task's splits. The classifier trains through the
-same Lightning layer as pretraining (checkpoints, save-on-signal, loggers), validated after
-every epoch; the checkpoint of the best validation loss is scored on the test split. The
-run directory gets ``metrics.json`` (every metric, the per-class counts) and the
-pretrained checkpoint's ``eval.jsonl`` gets one record, so that a checkpoint's evaluations
-accumulate in one place. A fine-tuned ``last.ckpt`` as ``ckpt_path`` resumes an
-interrupted fine-tune. A run directory as ``ckpt_path`` means its ``checkpoints/best.ckpt``; a
-sweep directory, every completed job's (``modes/finetune_sweep.py``). One checkpoint's
-fine-tune is ``modes/finetune_checkpoint.py``; a suite of tasks (``finetune.task=glue``, or
-``files`` with a mapping of tasks to folders) is ``modes/finetune_suite.py``.
+What ``ckpt_path`` names picks the path: a checkpoint (a fine-tuned ``last.ckpt`` resumes its
+interrupted fine-tune) or a run directory (its ``checkpoints/best.ckpt``) is one fine-tune,
+``modes/finetune_checkpoint.py``; a sweep directory, every completed job's
+(``modes/finetune_sweep.py``); a suite of tasks (``finetune.task=glue``, or ``files`` with a
+mapping of tasks to folders) is ``modes/finetune_suite.py``.
 """
 
 from __future__ import annotations
