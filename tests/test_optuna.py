@@ -87,7 +87,7 @@ def test_a_search_killed_mid_trial_resumes_to_n_trials_from_its_study(tmp_path: 
     sweep = tmp_path / "sweep"
     args = [
         *SEARCH,
-        "trainer.max_steps=12",  # a trial long enough to be killed in its middle
+        "trainer.max_steps=8",  # a trial long enough to be killed in its middle
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.sampler.seed=0",
         *LR_AND_DROPOUT,
