@@ -126,6 +126,12 @@ def _check_options(settings: Settings, ckpt: Path, classifier: dict[str, Any]) -
     """A classifier given a language model's evaluation options, or fine-tuning settings that
     would change nothing, is refused in one line."""
     task = classifier["task"]
+    if settings.finetune.suite() is not None:
+        raise ValueError(
+            f"finetune.task={settings.finetune.task} with {settings.finetune.path or 'the Hub'} "
+            "is a suite of tasks, for mode=finetune; mode=eval scores one: give one task "
+            "(finetune.task=TASK, or finetune.task=files finetune.path=FILE)"
+        )
     names = metric_names(problem_of(classifier))
     if "finetune.metric" in settings.overrides and settings.finetune.metric not in names:
         raise ValueError(

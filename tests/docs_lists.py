@@ -179,6 +179,17 @@ NOT_RUNNABLE = {
     "python train.py data=tinystories data.streaming=true": NETWORK,
     "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
     "finetune.task=mrpc": NETWORK,
+    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
+    "finetune.task=stsb": NETWORK,
+    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
+    "finetune.task=glue": NETWORK,
+    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt finetune.task=files "
+    "'finetune.path={topic: glue_local/topic, overlap: {path: glue_local/overlap, problem: "
+    "regression}}'": (
+        "reads the folders python -m bench.glue_local writes, and the docs' commands run in no "
+        "fixed order; composed only: tests/test_finetune_suite.py runs a two-task suite of such "
+        "folders end to end"
+    ),
     "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
     "finetune.init=pretrained,scratch seed=1,2,3": (
         "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
@@ -272,6 +283,7 @@ QUICK = {
         *("--versus", "experiment=shakespeare_char_fast", "--", *SMALL_TRAIN),
     ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
+    "python -m bench.glue_local glue_local": ["glue_local"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
     "python -m bench.shakespeare_char": [
         *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),

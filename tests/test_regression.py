@@ -132,6 +132,8 @@ def test_eval_and_generate_on_a_regression_checkpoint(regressed, tmp_path, capsy
     assert row["metric"] == "pearson_spearman" and "per_class" not in row
     assert row["value"] == pytest.approx(metrics["test_pearson_spearman"], abs=1e-6)
     assert row["mse"] == pytest.approx(metrics["test_mse"], rel=1e-5)
+    with pytest.raises(ValueError, match="finetune.task=glue with the Hub is a suite of tasks"):
+        run(compose_config("mode=eval", f"ckpt_path={best}", "output_dir=x", "finetune.task=glue"))
     capsys.readouterr()
     prompt = "raise raise raise for for for"
     result = run(
