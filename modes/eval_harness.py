@@ -21,9 +21,9 @@ from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
 from conf.schema import Settings
-from modes.eval_pairs import PRECISION
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
+from modes.scoring import FLOAT32
 from training.checkpoint import check_no_model_overrides, load_checkpoint
 from training.harness import (
     check_harness_checkpoint,
@@ -85,7 +85,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
             "arch": checkpoint.config.arch,
             "harness": f"lm-eval {lm_eval.__version__}",
             "limit": cfg.harness_limit,
-            "provenance": provenance(PRECISION, settings.trainer.accelerator),
+            "provenance": provenance(FLOAT32, settings.trainer.accelerator),
         }
         for row in metric_rows(results):
             rows.append({**base, **row, "task_config": _task_config(results, row["task"])})

@@ -26,10 +26,10 @@ from data.pairs import PairSet, frame_sentence, read_pairs
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import Decoder
+from modes.scoring import FLOAT32
 from training.checkpoint import check_no_model_overrides, load_checkpoint, use_weights
 
 OVERALL = "all"  # the paradigm of the record over every pair
-PRECISION = "32-true"  # pairs (and harness tasks) are scored in the network's float32
 COLUMNS = (
     "checkpoint",
     "step",
@@ -98,7 +98,7 @@ def evaluate_pairs(
         "weights_seed": settings.job.seed if untrained else None,
         "pairs": pair_set.name,
         "pairs_fingerprint": pair_set.fingerprint,
-        "provenance": provenance(PRECISION, settings.trainer.accelerator),
+        "provenance": provenance(FLOAT32, settings.trainer.accelerator),
     }
     good, bad = scores[0::2], scores[1::2]  # (N,) each
     groups = {

@@ -33,10 +33,11 @@ from analysis.summary import (
     swept_keys,
 )
 from common.files import write_text_atomically
+from common.provenance import provenance
 from conf.schema import Settings
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
-from modes.scoring import record_head, scored_batches, task_and_data
+from modes.scoring import FLOAT32, record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 from training.heads import HeadStats, head_stats, heads_for_share, heads_to_prune, prune_curve
 
@@ -116,6 +117,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         "pruned_half_loss": next(p["loss"] for p in curve if len(p["removed"]) == half),
         "heads": stats.rows(),
         "prune_curve": curve,
+        "provenance": provenance(FLOAT32, settings.trainer.accelerator),
     }
     out = ckpt.parent / RESULTS_FILE
     write_text_atomically(out, json_text(record))

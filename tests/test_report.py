@@ -211,6 +211,8 @@ def test_each_command_rewrote_the_page_and_the_runs_record_provenance(sweep: Pat
     assert "Sample" in run_page
     for line in (sweep / "eval.jsonl").read_text().splitlines():
         assert json.loads(line)["provenance"]["code"] == code_version()
+    heads = json.loads((sweep / "0" / "checkpoints" / "heads.json").read_text())
+    assert heads["provenance"]["precision"] == "32-true"
 
 
 def test_the_page_needs_nothing_but_itself(sweep: Path) -> None:
@@ -291,3 +293,14 @@ def test_mode_report_rebuilds_a_page_and_names_a_bad_target(sweep: Path, tmp_pat
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no run"):
         run(compose_config("mode=report", f"ckpt_path={tmp_path / 'empty'}", "output_dir=unused"))
+
+
+def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
+    sweeper = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    (tmp_path / "multirun.yaml").write_text(f"hydra:\n  sweeper:\n    _target_: {sweeper}\n")
+    for trial, (lr, loss) in enumerate([("0.001", 5.0), ("0.003", 4.5), ("0.01", None)]):
+        status = {"status": "completed", "best_val_loss": loss} if loss else {"status": "failed"}
+        write_metrics(tmp_path / str(trial), {**status, "overrides": {"optim.lr": lr}})
+    html = write_report(tmp_path).read_text()
+    assert "search history" in html and 'id="heatmap-choice"' not in html
+    assert "2 completed" in html and "1 failed" in html
