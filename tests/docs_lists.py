@@ -91,6 +91,9 @@ POSTGRES_SEARCH = (
 MEASUREMENT = "a measurement sweep of 4-24 jobs, too long for this test; composed only"
 JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
 MEASUREMENT_SWEEPS = [
+    "python train.py -m model.num_heads=2,4,8 seed=1,2 model.num_layers=2 model.hidden_size=64 "
+    "model.max_seq_len=64 data.batch_size=8 trainer.max_steps=60 trainer.val_check_interval=20 "
+    "optim=adamw model.position=learned logger=csv",
     f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
     f"python train.py -m optim.lr=3e-3 model.position=learned seed=1,2,3 {JOBLIB}",
     f"python train.py -m optim.lr=3e-3 seed=1,2,3 {JOBLIB}",
