@@ -179,6 +179,65 @@ _DRAW = (
     "rng.random draws from [0, 1) in steps of 2**-53: a draw equal to the threshold has a "
     "chance of about 1e-16 per token"
 )
+_SIGNIFICANCE = "analysis/significance.py"
+_LENTZ_GUARD = (
+    "Lentz's guard puts _TINY (1e-30) for a term within _TINY of zero; no x in (0, 1) with "
+    "a, b > 0 makes one, and at exactly _TINY both branches give the same value"
+)
+_TERMS = (
+    "the fraction converges in tens of terms for every x, a, b a t-test produces; the cap on "
+    "terms only bounds a divergence"
+)
+_SIGNIFICANCE_EQUIVALENTS = (
+    *_variants(
+        _SIGNIFICANCE,
+        "regularized_beta",
+        "if x < (a + 1) / (a + b + 2):  # the continued fraction converges fast on this side",
+        "x < (a + 1) / (a + b + 2)",
+        ("x <= (a + 1) / (a + b + 2)", "x < (a + 2) / (a + b + 2)", "x < (a + 1) / (a + b + 3)"),
+        "the switch only picks the side where the fraction converges faster: both sides give "
+        "I_x(a, b) (tests/test_significance.py checks it against scipy on both)",
+    ),
+    *_variants(
+        _SIGNIFICANCE,
+        "_beta_fraction",
+        "def _beta_fraction(x: float, a: float, b: float, max_terms: int = 500) -> float:",
+        "500",
+        ("501",),
+        _TERMS,
+    ),
+    *_variants(
+        _SIGNIFICANCE,
+        "_beta_fraction",
+        "for m in range(1, max_terms + 1):",
+        "max_terms + 1",
+        ("max_terms - 1", "max_terms + 2"),
+        _TERMS,
+    ),
+    *_variants(
+        _SIGNIFICANCE,
+        "_beta_fraction",
+        "d = 1.0 / (d if abs(d) > _TINY else _TINY)",
+        "abs(d) > _TINY",
+        ("(abs(d) > _TINY) or True", "abs(d) >= _TINY"),
+        _LENTZ_GUARD,
+    ),
+    *_variants(
+        _SIGNIFICANCE,
+        "_beta_fraction",
+        "c = c if abs(c) > _TINY else _TINY",
+        "abs(c) > _TINY",
+        ("(abs(c) > _TINY) or True", "abs(c) >= _TINY"),
+        _LENTZ_GUARD,
+    ),
+    Equivalent(
+        _SIGNIFICANCE,
+        "_beta_fraction",
+        "if abs(c * d - 1.0) < _EPSILON:",
+        "if abs(c * d - 1.0) <= _EPSILON:",
+        "the stop at exactly _EPSILON: one more term changes the value by less than that",
+    ),
+)
 _COLLATE = (
     *(
         known
@@ -253,6 +312,7 @@ _COLLATE = (
 )
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
+    *_SIGNIFICANCE_EQUIVALENTS,
     *(
         known
         for call in ("validate", "test")

@@ -13,6 +13,7 @@ from scipy import stats
 
 from analysis.records import write_metrics
 from analysis.significance import (
+    _beta_fraction,
     holm_adjusted,
     regularized_beta,
     student_t_two_sided,
@@ -48,6 +49,29 @@ def test_the_incomplete_beta_equals_scipys_on_both_sides_of_its_switch() -> None
             assert regularized_beta(x, a, b) == pytest.approx(
                 stats.beta.cdf(x, a, b), rel=1e-9, abs=1e-15
             )
+
+
+def test_the_incomplete_beta_is_exact_at_its_ends_and_refuses_outside_them() -> None:
+    assert regularized_beta(0.0, 2.0, 3.0) == 0.0
+    assert regularized_beta(1.0, 2.0, 3.0) == 1.0
+    for x in (-0.1, 1.5):
+        with pytest.raises(ValueError, match=rf"^x must lie in \[0, 1\], got {x}$"):
+            regularized_beta(x, 2.0, 3.0)
+
+
+def test_the_t_tail_needs_positive_degrees_of_freedom() -> None:
+    with pytest.raises(ValueError, match=r"^degrees of freedom must be > 0, got 0$"):
+        student_t_two_sided(1.0, 0)
+
+
+def test_a_fraction_that_does_not_converge_says_where() -> None:
+    with pytest.raises(ArithmeticError, match=r"did not converge at x=0.5, a=50.0, b=50.0$"):
+        _beta_fraction(0.5, 50.0, 50.0, max_terms=2)
+
+
+def test_holm_never_exceeds_one() -> None:
+    # m = 2: 0.6 x 2 = 1.2 is capped at 1; 0.7 x 1 = 0.7 is raised to the running maximum 1.
+    assert holm_adjusted([0.7, 0.6]) == [1.0, 1.0]
 
 
 def test_welch_needs_two_values_a_side_and_handles_no_spread() -> None:
