@@ -193,6 +193,19 @@ NOT_RUNNABLE = {
         "fixed order; composed only: tests/test_finetune_suite.py runs a two-task suite of such "
         "folders end to end"
     ),
+    **dict.fromkeys(
+        [
+            "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
+            "finetune.task=files 'finetune.path={topic: glue_local/topic, overlap: {path: "
+            "glue_local/overlap, problem: regression}}' finetune.max_seq_len=64 seed=1",
+            "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
+            "finetune.task=files 'finetune.path={topic: glue_local/topic, overlap: {path: "
+            "glue_local/overlap, problem: regression}}' finetune.max_seq_len=64 seed=1 "
+            "finetune.init=scratch",
+        ],
+        "the measured suite (~8 min each here); composed only: it is the suite above with the "
+        "protocol's keys, which tests/test_finetune_suite.py runs end to end",
+    ),
     "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
     "finetune.init=pretrained,scratch seed=1,2,3": (
         "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
