@@ -16,8 +16,9 @@ import torch
 
 import training.task
 from analysis.records import write_metrics
+from analysis.summary import group_runs
 from analysis.sweep_summary import write_sweep_summary
-from analysis.time_to_target import first_reached
+from analysis.time_to_target import first_reached, target_rows, target_section
 from conf.hydra_runtime import parse_settings
 from conf.schema import BudgetConfig
 from modes.train import _check_same_job
@@ -217,6 +218,41 @@ def test_time_to_target_reads_the_first_validation_at_or_below_it() -> None:
     assert first_reached(run_record, 2.0) is None
     old = {"val_curve": [[10, 3.0], [20, 2.5]]}  # recorded before tokens and seconds were
     assert first_reached(old, 2.6) == {"steps": 20, "tokens": None, "flops": None, "seconds": None}
+    assert first_reached({**old, "flops_per_token": 7}, 2.6)["flops"] is None  # no tokens
+
+
+def _timed_run(width: str, seed: str, curve: list[list[float]]) -> dict[str, Any]:
+    overrides = {"model.hidden_size": width, "seed": seed}
+    return {"status": "completed", "overrides": overrides, "val_curve": curve, "best_val_loss": 1}
+
+
+def test_the_time_to_target_section_shows_mean_std_and_what_was_not_recorded() -> None:
+    runs = [
+        _timed_run("64", "1", [[10, 2.0, 100, 1.0]]),
+        _timed_run("64", "2", [[10, 3.0, 100, 1.0], [20, 2.0, 200, 3.0]]),
+        _timed_run("128", "1", [[10, 2.0]]),  # steps only: tokens and seconds not recorded
+    ]
+    configs = group_runs(runs, ["model.hidden_size"])
+    section = target_section(configs, target_rows(configs, 2.5), 2.5)
+    assert section == (
+        "## Time to validation loss 2.5\n\n"
+        "When validation loss first reached 2.5 (summary.target_loss): mean ± std over the "
+        "completed runs that reached it (reached: how many of them did), at the resolution of "
+        "the validation interval; seconds exclude validation.\n\n"
+        "| model.hidden_size | reached | steps_to_target | tokens_to_target | flops_to_target "
+        "| seconds_to_target |\n"
+        "|---|---|---|---|---|---|\n"
+        "| 64 | 2/2 | 15 ± 7.1 | 150 ± 71 |  | 2 ± 1.4 |\n"
+        "| 128 | 1/1 | 10 |  |  |  |\n"
+    )
+    unreached = target_section(configs, target_rows(configs, 1.0), 1.0)
+    assert unreached.splitlines()[2] == (
+        "No run reached validation loss 1: raise summary.target_loss, or train longer."
+    )
+    assert (
+        target_section([], [], 1.0).splitlines()[4] == "| reached | steps_to_target | "
+        "tokens_to_target | flops_to_target | seconds_to_target |"
+    )
 
 
 def test_the_summary_reports_time_to_target_per_configuration(tmp_path: Path) -> None:
