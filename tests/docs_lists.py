@@ -119,7 +119,9 @@ NOT_RUNNABLE = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
     "pip install -e . && python train.py": INSTALL + "; its last command runs below",
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-    'pip install -e ".[dev,launchers,hf,eval]" && python -m pytest': INSTALL + "; " + SUITE,
+    'pip install -e ".[dev,launchers,dashboard,hf,eval]" && python -m pytest': INSTALL
+    + "; "
+    + SUITE,
     'python -m pytest -m "not slow"': SUITE,
     "python train.py trainer=ddp trainer.devices=4": GPU,
     "python train.py trainer=gpu": GPU,
