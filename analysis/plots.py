@@ -298,10 +298,7 @@ def plot_search_history(trials: Sequence[tuple[int, float | None]], out_path: Pa
     fig, ax = plt.subplots(figsize=(7, 4))
     done = [(n, loss) for n, loss in trials if loss is not None]
     ax.plot([n for n, _ in done], [loss for _, loss in done], "o", label="trial")
-    best, so_far = math.inf, []
-    for _, loss in done:
-        best = min(best, loss)
-        so_far.append(best)
+    so_far = best_so_far([loss for _, loss in done])
     ax.step([n for n, _ in done], so_far, where="post", label="best so far")
     failed = [n for n, loss in trials if loss is None]
     if failed:
