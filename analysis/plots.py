@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -83,7 +84,8 @@ def plot_heatmap(
     span = max((abs(c.mean - best_mean) for c in ranked), default=0.0)
     span = max(span, 4 * max(stds, default=0.0), 1e-6)
     low, high = (best_mean - span, best_mean) if higher else (best_mean, best_mean + span)
-    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(col_values), 1.6 + 0.9 * len(row_values)))
+    width = 2.2 + 1.6 * len(col_values)
+    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.9 * len(row_values)))
     cmap = "viridis" if higher else "viridis_r"
     image = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=low, vmax=high)
     fig.colorbar(image, ax=ax, label=f"{label} (mean over seeds)")
@@ -113,7 +115,8 @@ def plot_heatmap(
     ) + " runs per cell; * worse than the best beyond 2 standard errors"
     if not stds:
         caption = f"n = {max(counts, default=0)} per cell: no spread, differences not judged"
-    ax.set_title(f"{label}\n{caption}", fontsize=9)
+    # Wrapped to the figure's width: a one-column heatmap is narrower than its caption.
+    ax.set_title(f"{label}\n" + textwrap.fill(caption, int(width * 11)), fontsize=9)
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)

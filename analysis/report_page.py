@@ -14,6 +14,7 @@ its images are data URIs and its only script sorts the table and picks a heatmap
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -112,7 +113,10 @@ def page_context(
     }
 
 
+@functools.cache
 def _template() -> jinja2.Template:
+    """The page's template, compiled once a process (every eval or finetune record rewrites
+    the page)."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,  # every string from a run is text, never markup

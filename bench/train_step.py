@@ -448,17 +448,25 @@ def newton_schulz_gflop(shape: str) -> float:
     return flops / 1e9
 
 
-def bf16_matmul_gflops(device: str) -> float:
-    """This device's bfloat16 matmul rate (GFLOP/s): the median of 20 [1024, 1024] products."""
+def bf16_matmul_gflops(device: str, budget_s: float = 2.0) -> float:
+    """This device's bfloat16 matmul rate (GFLOP/s): the median of 20 [1024, 1024] products
+    after 5 untimed ones, or of as many as ``budget_s`` allows each (at least 3 after 1):
+    a CPU without native bfloat16 takes seconds a product."""
     a = torch.randn(1024, 1024, device=device, dtype=torch.bfloat16)
-    times = []
-    for index in range(25):
+
+    def seconds_of_one_product() -> float:
         start = time.perf_counter()
         a @ a
         if device == "cuda":
             torch.cuda.synchronize()
-        if index >= 5:
-            times.append(time.perf_counter() - start)
+        return time.perf_counter() - start
+
+    warmup = [seconds_of_one_product()]
+    while len(warmup) < 5 and sum(warmup) < budget_s:
+        warmup.append(seconds_of_one_product())
+    times: list[float] = []
+    while len(times) < 20 and (len(times) < 3 or sum(times) < budget_s):
+        times.append(seconds_of_one_product())
     return 2 * 1024**3 / statistics.median(times) / 1e9
 
 

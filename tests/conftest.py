@@ -54,29 +54,33 @@ TINY = [
 RESUME = ["logger=csv", "model.dropout=0.2", "trainer.max_steps=24", "trainer.val_check_interval=8"]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def offline_environment(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """No network, no account, and a data cache shared by the whole session."""
-    # One cache for all the test workers of a run (pytest-xdist): its file lock lets each
-    # piece be built once, as for parallel sweep jobs.
-    base = tmp_path_factory.getbasetemp()
-    cache = (base.parent if WORKER else base) / "tinylm-cache"
-    cache.mkdir(exist_ok=True)
-    values = {
-        "TINYLM_CACHE": str(cache),
+# No network and no account, set before any test module imports datasets or huggingface_hub:
+# they read these once, at import (set later, the Hub is probed instead, and the messages differ).
+os.environ.update(
+    {
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "WANDB_MODE": "offline",
         "WANDB_SILENT": "true",
     }
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_environment(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A data cache shared by the whole session."""
+    # One cache for all the test workers of a run (pytest-xdist): its file lock lets each
+    # piece be built once, as for parallel sweep jobs.
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if WORKER else base) / "tinylm-cache"
+    cache.mkdir(exist_ok=True)
+    saved = os.environ.get("TINYLM_CACHE")
+    os.environ["TINYLM_CACHE"] = str(cache)
     yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    if saved is None:
+        os.environ.pop("TINYLM_CACHE", None)
+    else:
+        os.environ["TINYLM_CACHE"] = saved
 
 
 def compose_config(*overrides: str) -> DictConfig:
@@ -143,9 +147,9 @@ def train_py(
 ) -> subprocess.CompletedProcess:
     """The real entry point, ``python train.py ARGS``, run from ``cwd`` in a process of its
     own: a child forked by this worker's fork server (tinylm imported once, not once per
-    call), or with ``fresh`` (or a ``wrapper``) a new interpreter. ``wrapper`` is Python code
-    run in place of ``train.py`` that adds fault injectors (it ends by calling
-    ``tests.faults.main_with``; DDP children re-run it too)."""
+    call), or with ``fresh`` a new interpreter. ``wrapper`` is Python code run in place of
+    ``train.py`` that adds fault injectors (it ends by calling ``tests.faults.main_with``;
+    DDP children re-run it too, in new interpreters)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
     env.pop("TINYLM_DEBUG", None)
     script = str(ROOT / "train.py")
@@ -153,7 +157,7 @@ def train_py(
         path = cwd / "train_with_faults.py"
         path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
         script = str(path)
-    if fresh or wrapper:
+    if fresh:
         return subprocess.run(
             [sys.executable, script, *args],
             cwd=cwd,

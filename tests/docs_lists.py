@@ -91,9 +91,6 @@ POSTGRES_SEARCH = (
 MEASUREMENT = "a measurement sweep of 4-24 jobs, too long for this test; composed only"
 JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
 MEASUREMENT_SWEEPS = [
-    "python train.py -m model.num_heads=2,4,8 seed=1,2 model.num_layers=2 model.hidden_size=64 "
-    "model.max_seq_len=64 data.batch_size=8 trainer.max_steps=60 trainer.val_check_interval=20 "
-    "optim=adamw model.position=learned logger=csv",
     f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
     f"python train.py -m optim.lr=3e-3 model.position=learned seed=1,2,3 {JOBLIB}",
     f"python train.py -m optim.lr=3e-3 seed=1,2,3 {JOBLIB}",
@@ -226,6 +223,21 @@ NOT_RUNNABLE = {
         "is a mode=finetune run, as above"
     ),
     "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
+    # Launchers that start fresh interpreters (~10 s of imports each here): the tests named
+    # run the same commands end to end and check more than that they exit 0.
+    "python train.py -m model.dropout=0.0,0.1 seed=1,2 hydra/launcher=joblib "
+    "hydra.launcher.n_jobs=2": (
+        "two joblib workers in fresh interpreters; composed only: tests/test_sweeps.py runs a "
+        "joblib seed sweep and checks its summary and that the jobs overlapped"
+    ),
+    "python train.py -m model.dropout=0.0,0.1 hydra/launcher=submitit_local": (
+        "each job a fresh interpreter under submitit; composed only: tests/test_sweeps.py runs "
+        "this sweep and checks both jobs"
+    ),
+    "python train.py trainer=cpu_ddp": (
+        "two ranks, one a fresh interpreter; composed only: tests/test_ddp.py trains with "
+        "trainer=cpu_ddp and checks it logs and checkpoints once"
+    ),
     "wandb sync $RUN/wandb/offline-run-*": "uploads to the W&B server: needs an account",
     "tensorboard --logdir $SWEEP": "starts a web server that runs until stopped",
     "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2 "
@@ -303,20 +315,22 @@ QUICK = {
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
     "python -m bench.glue_local glue_local": ["glue_local"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
-    "python -m bench.shakespeare_char": [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--", *SMALL_TRAIN),
-    ],
-    "python -m bench.shakespeare_char --repeats 3": [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--", *SMALL_TRAIN),
-    ],
-    "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
-    '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"': [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--versus", "experiment=shakespeare_char_fast"),
-        *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
-    ],
+    # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms without an
+    # environment run as one, the fullest, whose options include the others'.
+    **dict.fromkeys(
+        [
+            "python -m bench.shakespeare_char",
+            "python -m bench.shakespeare_char --repeats 3",
+            "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
+            '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"',
+        ],
+        [
+            *("--repeats", "1", "--bare-steps", "0"),
+            *("--data", "{ws}/path/to/tinyshakespeare.txt"),
+            *("--versus", "experiment=shakespeare_char_fast"),
+            *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
+        ],
+    ),
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
     "python -m bench.heads": [
         *("--train-steps", "1", "--repeats", "1", "--warmup", "0", "--", *SMALL_TRAIN),
