@@ -307,18 +307,15 @@ QUICK = {
     "python -m bench.generate --bf16": [
         *("--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1", "--bf16"),
     ],
-    "OMP_NUM_THREADS=1 python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
-    "--versus experiment=shakespeare_char_fast": [
-        *("--repeats", "1", "--bare-steps", "0", "--data", "{ws}/path/to/tinyshakespeare.txt"),
-        *("--versus", "experiment=shakespeare_char_fast", "--", *SMALL_TRAIN),
-    ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
     "python -m bench.glue_local glue_local": ["glue_local"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
-    # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms without an
-    # environment run as one, the fullest, whose options include the others'.
+    # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms run as
+    # one, the fullest, whose options include the others'.
     **dict.fromkeys(
         [
+            "OMP_NUM_THREADS=1 python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
+            "--versus experiment=shakespeare_char_fast",
             "python -m bench.shakespeare_char",
             "python -m bench.shakespeare_char --repeats 3",
             "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "

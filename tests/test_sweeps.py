@@ -293,7 +293,10 @@ def _prepare_in_process(cache: str, out: str) -> None:
 
 def test_two_processes_preparing_one_cache_at_once_agree(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    context = multiprocessing.get_context("spawn")
+    # Two children forked by one fresh server process that imported the data code first:
+    # fresh processes both, that reach the cache at once, for one interpreter start-up.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["data.datamodule", "tests.test_sweeps"])
     outs = [tmp_path / f"out{i}.json" for i in range(2)]
     workers = [
         context.Process(target=_prepare_in_process, args=(str(cache), str(out))) for out in outs
