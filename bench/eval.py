@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import io
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import replace
@@ -125,6 +126,7 @@ def main() -> None:
                     f"{record['loss']:>8.3f}{base / rate:>6.1f}x{rate / first:>9.2f}x",
                     flush=True,
                 )
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

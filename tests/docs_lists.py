@@ -274,6 +274,13 @@ NOT_RUNNABLE = {
     ),
 }
 
+# Benchmarks that write only in temporary directories of their own: they run in a second fork
+# server beside the other commands, which share the scratch directory and run in order.
+BESIDE = (
+    *("bench.attention", "bench.train_step", "bench.generate", "bench.startup"),
+    *("bench.shakespeare_char", "bench.eval", "bench.heads"),
+)
+
 # Benchmarks with their quickest options; "{ws}" is the scratch directory.
 SMALL_TRAIN = ["logger=none", *[f"{k}={v}" for k, v in TINY.items() if k != "max_new_tokens"]]
 QUICK = {

@@ -25,11 +25,12 @@ failing, with the exit code and message they must give.
 
 Commands that come out the same after these rules (same changes to the test's environment,
 same set of arguments) run once. To pay Python's start-up and imports once, not once per
-command, one server process
-(``tests/fork_server.py``) imports tinylm and forks a fresh child per command, which runs
-``train.py`` (or the module) as ``__main__`` with the command's argv, environment and working
-directory, as the shell would; its exit code is the command's. ``tests/docs_commands.py``
-reads the commands out of the Markdown.
+command, a server process (``tests/fork_server.py``) imports tinylm and forks a fresh child
+per command, which runs ``train.py`` (or the module) as ``__main__`` with the command's argv,
+environment and working directory, as the shell would; its exit code is the command's. The
+commands share the scratch directory and run one after another, but for the benchmarks that
+write only in temporary directories of their own (``BESIDE``): a second server runs them at
+the same time. ``tests/docs_commands.py`` reads the commands out of the Markdown.
 
 The test fails when a command in the docs is neither run nor listed in ``NOT_RUNNABLE``, and
 when a listed command is no longer in the docs. The lists live in ``tests/docs_lists.py``.
@@ -59,6 +60,7 @@ from tests.docs_commands import (
     substitute,
 )
 from tests.docs_lists import (
+    BESIDE,
     DOCS,
     FAILS,
     FINETUNE_STEPS,
@@ -232,35 +234,49 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     jobs, of_command = build_jobs(COMMANDS, ws)
     logs = ws / "logs"
     logs.mkdir()
-    spec = {
-        "root": str(ROOT),
-        "jobs": [
-            {
-                "argv": job.argv,
-                "env": job.env,
-                "cwd": str(ws),
-                "log": str(logs / f"{i:02d}.log"),
-                "timeout": 180,
-            }
-            for i, job in enumerate(jobs)
-        ],
-    }
-    (ws / "jobs.json").write_text(json.dumps(spec, indent=1))
+    specs: dict[str, list[int]] = {"in_order": [], "beside": []}
+    for i, job in enumerate(jobs):
+        beside = job.argv[0] == "-m" and job.argv[1] in BESIDE
+        specs["beside" if beside else "in_order"].append(i)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     env.pop("TINYLM_DEBUG", None)
-    subprocess.run(
-        [sys.executable, str(SERVER), str(ws / "jobs.json"), str(ws / "results.json")],
-        cwd=ws,
-        env=env,
-        timeout=900,
-        check=False,
-    )
-    done = json.loads((ws / "results.json").read_text()) if (ws / "results.json").exists() else []
+    servers = []
+    for name, numbers in specs.items():
+        spec = {
+            "root": str(ROOT),
+            "jobs": [
+                {
+                    "argv": jobs[i].argv,
+                    "env": jobs[i].env,
+                    "cwd": str(ws),
+                    "log": str(logs / f"{i:02d}.log"),
+                    "timeout": 180,
+                }
+                for i in numbers
+            ],
+        }
+        (ws / f"{name}.json").write_text(json.dumps(spec, indent=1))
+        command = [
+            sys.executable,
+            str(SERVER),
+            str(ws / f"{name}.json"),
+            str(ws / f"{name}-results.json"),
+        ]
+        servers.append(subprocess.Popen(command, cwd=ws, env=env))
+    for server in servers:
+        try:
+            server.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            server.kill()
     results = {}
-    for i, job in enumerate(jobs):
-        log = logs / f"{i:02d}.log"
-        result = done[i] if i < len(done) else {"rc": "not run (the server stopped)", "seconds": 0}
-        results[id(job)] = {**result, "log": log.read_text() if log.exists() else ""}
+    for name, numbers in specs.items():
+        path = ws / f"{name}-results.json"
+        done = json.loads(path.read_text()) if path.exists() else []
+        for k, i in enumerate(numbers):
+            log = logs / f"{i:02d}.log"
+            stopped = {"rc": "not run (the server stopped)", "seconds": 0}
+            result = done[k] if k < len(done) else stopped
+            results[id(jobs[i])] = {**result, "log": log.read_text() if log.exists() else ""}
     dirs = {name: str(ws / of_command[producer].out) for name, producer in PRODUCERS.items()}
     return Ran(jobs, of_command, results, ws, dirs)
 
