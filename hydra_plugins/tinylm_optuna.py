@@ -150,8 +150,9 @@ class _Search:
             running = len(study.running_trials(self.study))
             wanted = min(self.n_jobs, self.n_trials - done - running)
             if wanted > 0:
-                trials = [self._ask() for _ in range(wanted)]
-                self._run_batch(launcher, trials)
+                trials = self._within_n_trials([self._ask() for _ in range(wanted)])
+                if trials:
+                    self._run_batch(launcher, trials)
                 continue
             if done >= self.n_trials:
                 break
@@ -185,6 +186,18 @@ class _Search:
         for name, distribution in self.distributions.items():
             _suggest(trial, name, distribution)
         return trial
+
+    def _within_n_trials(self, asked: list[Any]) -> list[Any]:
+        """The asked trials within ``n_trials``; the others (another worker asked at the same
+        time) are failed as surplus before they run, and the loop counts again."""
+        from training import study
+
+        beyond = study.beyond_n_trials(self.study, self.n_trials)
+        for trial in asked:
+            if trial.number in beyond:
+                trial.set_user_attr(study.SURPLUS, "asked beyond n_trials at once; never run")
+                self.study.tell(trial, state=study.TrialState.FAIL)
+        return [t for t in asked if t.number not in beyond]
 
     def _run_batch(self, launcher: Any, trials: list[Any]) -> None:
         """Run ``trials`` as jobs numbered by their trial numbers, beating their hearts."""

@@ -155,9 +155,13 @@ def test_two_workers_share_a_two_objective_search_and_report_its_front(tmp_path:
     codes = [train_forks.finish(w) for w in workers]
     logs = [(tmp_path / f"worker{i}.log").read_text() for i in (0, 1)]
     assert codes == [0, 0], logs[0][-2000:] + logs[1][-2000:]
-    trials = _study(sweep).trials
+    everything = _study(sweep).trials
+    # Two workers that count at the same moment may each ask the last trial: the one past
+    # n_trials is failed as surplus before it runs (test_workers_asking_at_once_...).
+    trials = [t for t in everything if "surplus" not in t.user_attrs]
     assert sorted(t.number for t in trials) == list(range(6))
     assert all(t.state.name == "COMPLETE" for t in trials)
+    assert all(t.state.name == "FAIL" for t in everything if t not in trials)
     # Each trial ran in its own directory, in one worker: no run dir is named twice, and
     # each holds its trial's values.
     started = [line for log in logs for line in log.splitlines() if ", run dir " in line]
@@ -182,6 +186,24 @@ def test_two_workers_share_a_two_objective_search_and_report_its_front(tmp_path:
     report = json.loads((sweep / "search.json").read_text())
     assert report["best"] == sorted(front)
     assert set(report["importances"]) == {"best_val_loss", "params"}
+
+
+def test_workers_asking_at_once_beyond_n_trials_agree_which_trial_is_surplus() -> None:
+    import optuna
+
+    from training.study import beyond_n_trials
+
+    study = optuna.create_study()
+    first = [study.ask() for _ in range(5)]
+    study.tell(first[0], 1.0)
+    study.tell(first[1], state=optuna.trial.TrialState.FAIL)  # killed: does not count
+    assert beyond_n_trials(study, 5) == set()
+    late = [study.ask() for _ in range(2)]  # two workers saw 4 counted and each asked 1
+    assert [t.number for t in late] == [5, 6]
+    assert beyond_n_trials(study, 5) == {6}  # the later number, in every worker
+    study.tell(first[2], 2.0)
+    assert beyond_n_trials(study, 5) == {6}  # finishing does not change which
+    assert beyond_n_trials(study, 7) == set()
 
 
 @pytest.mark.slow

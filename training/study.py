@@ -44,6 +44,8 @@ PRUNERS: dict[str, Callable[[], optuna.pruners.BasePruner]] = {
 # A trial that a job ended (completed, pruned, or failed with its error recorded); a trial
 # failed because its process died is retried instead and does not count.
 JOB_ERROR = "error"
+# A trial asked beyond n_trials by workers that asked at once, failed before it ran: not counted.
+SURPLUS = "surplus"
 # How often a killed trial's configuration is queued again before the search gives it up.
 MAX_RETRY = 2
 _OPEN_ATTEMPTS = 10
@@ -200,6 +202,14 @@ def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
 
 def running_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+
+
+def beyond_n_trials(study: optuna.Study, n_trials: int) -> set[int]:
+    """The numbers of the running trials past the first ``n_trials`` that count (finished or
+    running, by trial number): workers that check the count and then ask at the same time
+    ask one too many, and the storage's numbering decides, alike in every worker, which."""
+    counted = sorted(t.number for t in [*finished_trials(study), *running_trials(study)])
+    return {t.number for t in running_trials(study)} - set(counted[:n_trials])
 
 
 def fail_killed_trials(study: optuna.Study) -> list[FrozenTrial]:
