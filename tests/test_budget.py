@@ -72,6 +72,57 @@ def test_steps_for_budget_refuses_less_than_one_step() -> None:
         steps_for_budget(BudgetConfig(flops=100.0), 256, 10)
 
 
+def test_a_step_counts_accumulation_and_devices_and_its_steps_round_down_exactly() -> None:
+    from types import SimpleNamespace
+
+    from training.budget import tokens_per_step
+
+    settings = SimpleNamespace(data=SimpleNamespace(batch_size=4))
+    model = SimpleNamespace(max_seq_len=16)
+    trainer = SimpleNamespace(accumulate_grad_batches=3, world_size=2)
+    assert tokens_per_step(settings, model, trainer) == 4 * 16 * 3 * 2
+    # Integer division: 2**53 + 1 is not a float.
+    assert steps_for_budget(BudgetConfig(tokens=2**53 + 1), 1, 1) == 2**53 + 1
+
+
+def test_less_than_one_step_names_what_a_step_costs() -> None:
+    with pytest.raises(ValueError) as err:
+        steps_for_budget(BudgetConfig(tokens=100), 256, 10)
+    assert str(err.value) == (
+        "trainer.budget.tokens=100 is less than one step, which costs 256 tokens here "
+        "(data.batch_size x max_seq_len x accumulation x devices); give at least 256"
+    )
+    with pytest.raises(ValueError) as err:
+        steps_for_budget(BudgetConfig(flops=100.0), 256, 10)
+    assert str(err.value) == (
+        "trainer.budget.flops=100 is less than one step, which costs 2,560 flops here "
+        "(data.batch_size x max_seq_len x accumulation x devices x the model's "
+        "flops_per_token); give at least 2560"
+    )
+
+
+@pytest.mark.parametrize(
+    ("budget", "said", "max_steps"),
+    [
+        ("trainer.budget.tokens=1000", "trainer.budget.tokens=1000: training for 3 steps", 3),
+        (
+            "trainer.budget.seconds=2",
+            "trainer.budget.seconds=2: training until its time is spent",
+            -1,
+        ),
+    ],
+)
+def test_a_budget_sets_the_trainers_length_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture, budget: str, said: str, max_steps: int
+) -> None:
+    settings = parse_settings(compose_config(budget, f"output_dir={tmp_path}"))
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, max_epochs=3)
+    apply_budget(settings, trainer, settings.model, 1000)
+    assert trainer.fit_loop.max_epochs == -1
+    assert trainer.fit_loop.epoch_loop.max_steps == max_steps
+    assert capsys.readouterr().out.strip() == f"tinylm: {said}"
+
+
 @pytest.mark.parametrize(
     ("budget", "message"),
     [
@@ -92,6 +143,13 @@ def test_a_budget_with_max_steps_on_the_command_line_is_refused(tmp_path: Path) 
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False)
     with pytest.raises(ValueError, match="trainer.budget.tokens decides .* trainer.max_steps"):
         apply_budget(settings, trainer, settings.model, 1000)
+    settings = dataclasses.replace(settings, overrides={"trainer.max_epochs": "2"})
+    with pytest.raises(ValueError) as err:
+        apply_budget(settings, trainer, settings.model, 1000)
+    assert str(err.value) == (
+        "trainer.budget.tokens decides how long the run trains, and trainer.max_epochs is also "
+        "given; drop one of them"
+    )
 
 
 @pytest.mark.slow
