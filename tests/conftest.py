@@ -67,7 +67,7 @@ os.environ.update(
 
 
 @pytest.fixture(scope="session", autouse=True)
-def offline_environment(tmp_path_factory: pytest.TempPathFactory) -> None:
+def shared_data_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """A data cache shared by the whole session."""
     # One cache for all the test workers of a run (pytest-xdist): its file lock lets each
     # piece be built once, as for parallel sweep jobs.

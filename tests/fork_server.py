@@ -24,15 +24,16 @@ import time
 import traceback
 from typing import Any
 
-# What every child would otherwise import again (and the report's template, compiled once:
-# every run and record writes report.html).
+# What every child would otherwise import again.
 PRELOADED = (
     "train",
-    *(f"modes.{name}" for name in ("train", "eval", "generate", "attention", "export")),
-    *(f"modes.{name}" for name in ("sweep", "heads", "finetune", "report")),
+    "modes.train",
+    "modes.eval",
+    "modes.generate",
+    "modes.attention",
+    "modes.export",
+    "modes.sweep",
     "analysis.summary",
-    "analysis.report_page",
-    "matplotlib.pyplot",
 )
 
 
@@ -102,7 +103,6 @@ def preload(root: str) -> None:
     sys.path.insert(0, root)
     for module in PRELOADED:
         importlib.import_module(module)
-    importlib.import_module("analysis.report_page")._template()
 
 
 def serve() -> None:

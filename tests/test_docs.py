@@ -268,6 +268,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
             server.wait(timeout=900)
         except subprocess.TimeoutExpired:
             server.kill()
+            server.wait()
     results = {}
     for name, numbers in specs.items():
         path = ws / f"{name}-results.json"

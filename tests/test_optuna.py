@@ -158,7 +158,7 @@ def test_two_workers_share_a_two_objective_search_and_report_its_front(tmp_path:
     everything = _study(sweep).trials
     # Two workers that count at the same moment may each ask the last trial: the one past
     # n_trials is failed as surplus before it runs (test_workers_asking_at_once_...).
-    trials = [t for t in everything if "surplus" not in t.user_attrs]
+    trials = [t for t in everything if studies.SURPLUS not in t.user_attrs]
     assert sorted(t.number for t in trials) == list(range(6))
     assert all(t.state.name == "COMPLETE" for t in trials)
     assert all(t.state.name == "FAIL" for t in everything if t not in trials)

@@ -208,8 +208,9 @@ def beyond_n_trials(study: optuna.Study, n_trials: int) -> set[int]:
     """The numbers of the running trials past the first ``n_trials`` that count (finished or
     running, by trial number): workers that check the count and then ask at the same time
     ask one too many, and the storage's numbering decides, alike in every worker, which."""
-    counted = sorted(t.number for t in [*finished_trials(study), *running_trials(study)])
-    return {t.number for t in running_trials(study)} - set(counted[:n_trials])
+    running = {t.number for t in running_trials(study)}
+    counted = sorted([*(t.number for t in finished_trials(study)), *running])
+    return running - set(counted[:n_trials])
 
 
 def fail_killed_trials(study: optuna.Study) -> list[FrozenTrial]:
