@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,18 @@ if WORKER:
     threads = str(max(1, len(os.sched_getaffinity(0)) // workers))
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, threads)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with the most slow tests first, then the others by their number of tests.
+
+    pytest-xdist hands out whole files (``--dist loadfile``) in this order
+    (``--no-loadscope-reorder``): a long file handed out last would keep one worker busy
+    while the other has nothing left to run."""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    count = Counter(item.path for item in items)
+    items.sort(key=lambda item: (-slow[item.path], -count[item.path], item.path.name))
+
 
 # Tiny but real: a one-layer model on the built-in corpus, a few dozen steps.
 TINY = [
