@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,46 +27,87 @@ from tests.test_streaming import (
 DDP = ["trainer=cpu_ddp"]
 
 
-def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(tmp_path: Path) -> None:
-    counts = tmp_path / "tokenizer_trainings.txt"
-    rows = tmp_path / "rows"
-    wrapper = (
-        "from tests.faults import RecordBatches, count_tokenizer_training, main_with\n"
-        f"count_tokenizer_training({str(counts)!r})\nmain_with(RecordBatches({str(rows)!r}))\n"
-    )
-    out = tmp_path / "run"
+@dataclass
+class DdpRun:
+    """A trainer=cpu_ddp run: its process and the file where each rank wrote "RANK STEP" when
+    its training ended."""
+
+    proc: subprocess.CompletedProcess
+    final_steps: Path
+
+
+def ddp_train(
+    tmp: Path,
+    name: str,
+    *extra: str,
+    signal_at: int | None = None,
+    setup: str = "",
+    callbacks: tuple[str, ...] = (),
+) -> DdpRun:
+    """TINY and RESUME under trainer=cpu_ddp into ``tmp/name``, with the data cache
+    ``tmp/cache``; ``setup`` (Python run first) and ``callbacks`` (expressions) add fault
+    injectors from ``tests.faults``, imported as ``faults``."""
+    steps = tmp / f"{name}-final-steps.txt"
+    injectors = [f"faults.RecordFinalStep({str(steps)!r})", *callbacks]
+    if signal_at is not None:
+        injectors.append(f"faults.SignalAtStep({signal_at})")
+    wrapper = f"from tests import faults\n{setup}faults.main_with({', '.join(injectors)})\n"
     proc = train_py(
         *TINY,
         *DDP,
-        "logger=csv",
-        "trainer.max_steps=10",
-        "trainer.val_check_interval=5",
-        f"hydra.run.dir={out}",
-        cwd=tmp_path,
+        *RESUME,
+        *extra,
+        f"hydra.run.dir={tmp / name}",
+        cwd=tmp,
         wrapper=wrapper,
-        TINYLM_CACHE=str(tmp_path / "cache"),
+        TINYLM_CACHE=str(tmp / "cache"),
     )
+    return DdpRun(proc, steps)
+
+
+@pytest.fixture(scope="module")
+def ddp_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ddp")
+
+
+@pytest.fixture(scope="module")
+def full_run(ddp_tmp: Path) -> DdpRun:
+    """24 steps in a fresh cache, counting tokenizer trainings and recording each rank's
+    batches: the straight run that both tests below read (one DDP run, not two)."""
+    return ddp_train(
+        ddp_tmp,
+        "full",
+        setup=f"faults.count_tokenizer_training({str(ddp_tmp / 'tokenizer_trainings.txt')!r})\n",
+        callbacks=(f"faults.RecordBatches({str(ddp_tmp / 'rows')!r})",),
+    )
+
+
+def test_cpu_ddp_trains_once_logs_once_and_checkpoints_once(
+    full_run: DdpRun, ddp_tmp: Path
+) -> None:
+    proc, out = full_run.proc, ddp_tmp / "full"
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "GLOBAL_RANK: 1" in proc.stderr  # two processes really ran
     assert proc.stdout.count("tinylm: decoder with") == 1
     assert proc.stdout.count("=== tinylm results ===") == 1
-    assert counts.read_text().split() == ["0"]  # the tokenizer was trained once, by rank 0
+    # the tokenizer was trained once, by rank 0
+    assert (ddp_tmp / "tokenizer_trainings.txt").read_text().split() == ["0"]
     # Each rank trained on its own blocks, read from the one memory-mapped token store.
     ranks = [
         [
             tuple(b)
-            for line in Path(f"{rows}.{r}").read_text().splitlines()
+            for line in Path(f"{ddp_tmp / 'rows'}.{r}").read_text().splitlines()
             for b in json.loads(line)["blocks"]
         ]
         for r in (0, 1)
     ]
-    assert len(ranks[0]) == len(ranks[1]) == 10 * 8  # 10 steps of data.batch_size=8 blocks
+    assert len(ranks[0]) == len(ranks[1]) == 24 * 8  # 24 steps of data.batch_size=8 blocks
     assert not set(ranks[0]) & set(ranks[1])
-    assert len(list((tmp_path / "cache" / "tokens").iterdir())) == 1
+    assert len(list((ddp_tmp / "cache" / "tokens").iterdir())) == 1
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
-    assert not list(tmp_path.rglob("version_*"))  # one csv log, no per-rank directories
+    assert not list(ddp_tmp.rglob("version_*"))  # one csv log, no per-rank directories
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["status"] == "completed" and metrics["step"] == 10
+    assert metrics["status"] == "completed" and metrics["step"] == 24
     with open(out / "csv" / "metrics.csv") as f:
         steps = [line.split(",") for line in f]
     assert len(steps) > 2
@@ -94,42 +137,28 @@ def test_cpu_ddp_under_multirun_uses_spawn(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_together(
-    tmp_path: Path,
+    full_run: DdpRun, ddp_tmp: Path
 ) -> None:
     def train(name: str, *extra: str, signal_at: int | None = None) -> Path:
-        steps = tmp_path / f"{name}-final-steps.txt"
-        injectors = f"RecordFinalStep({str(steps)!r})"
-        if signal_at is not None:
-            injectors += f", SignalAtStep({signal_at})"
-        wrapper = (
-            "from tests.faults import RecordFinalStep, SignalAtStep, main_with\n"
-            f"main_with({injectors})\n"
-        )
-        proc = train_py(
-            *TINY,
-            *DDP,
-            *RESUME,
-            *extra,
-            f"hydra.run.dir={tmp_path / name}",
-            cwd=tmp_path,
-            wrapper=wrapper,
-        )
+        run = ddp_train(ddp_tmp, name, *extra, signal_at=signal_at)  # full_run's cache
         expected_code = 0 if signal_at is None else 128 + signal.SIGTERM
-        assert proc.returncode == expected_code, proc.stderr[-3000:]
-        lines = [line for line in proc.stderr.splitlines() if line.startswith("tinylm:")]
+        assert run.proc.returncode == expected_code, run.proc.stderr[-3000:]
+        lines = [line for line in run.proc.stderr.splitlines() if line.startswith("tinylm:")]
         assert len(lines) == (signal_at is not None), lines  # one line, from rank 0
-        return steps
+        return run.final_steps
 
-    full = train("full")
+    assert full_run.proc.returncode == 0, full_run.proc.stderr[-3000:]
+    assert not [line for line in full_run.proc.stderr.splitlines() if line.startswith("tinylm:")]
+    full = full_run.final_steps
     cut = train("cut", signal_at=11)
     # Each rank wrote the step it stopped at: the same one, the step of the checkpoint. (The
     # ranks agree at the end of each step whether to stop: a signal sent after that, at the
     # end of step 11, stops them at the end of step 12.)
     stopped = dict(line.split() for line in cut.read_text().splitlines())
-    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    last = ddp_tmp / "cut" / "checkpoints" / "last.ckpt"
     step = torch.load(last, weights_only=True)["global_step"]
     assert stopped == {"0": str(step), "1": str(step)} and 11 <= step < 24
-    status = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    status = json.loads((ddp_tmp / "cut" / "metrics.json").read_text())
     assert status["status"] == "interrupted" and status["step"] == step
     resumed = train("resumed", f"ckpt_path={last}")
     for finished in (full, resumed):
@@ -139,7 +168,7 @@ def test_cpu_ddp_interrupted_run_resumes_to_the_same_loss_and_ranks_stop_togethe
         }
 
     final = {
-        name: json.loads((tmp_path / name / "metrics.json").read_text())
+        name: json.loads((ddp_tmp / name / "metrics.json").read_text())
         for name in ("full", "resumed")
     }
     assert final["resumed"]["step"] == final["full"]["step"] == 24
