@@ -2,13 +2,14 @@
 (the docs test's commands); ``python tests/fork_server.py --serve`` reads one job a line (JSON)
 on stdin and answers each with one line of JSON on stdout (``tests.conftest.train_py``).
 
-It imports tinylm once, then forks a fresh child per job, which runs ``train.py`` (or ``-m
-MODULE``) as ``__main__`` with the job's argv, environment and working directory, as the shell
-would; the child's exit code is the command's. A job's output goes to its ``log`` file, or
-to its ``stdout`` and ``stderr`` files. A child leaves through ``os._exit`` (a joblib
-sweep hung in loky's exit handler inside a forked child), and its process group is killed
-afterwards, which ends what it left running (launcher workers). RESULTS.json is rewritten
-after each job, so a server that dies still reports the jobs it ran.
+It imports tinylm and trains a tiny model once (``tests/fork_server_warmup.py``), then forks
+a fresh child per job, which runs ``train.py`` (or ``-m MODULE``) as ``__main__`` with the
+job's argv, environment and working directory, as the shell would; the child's exit code is
+the command's. A job's output goes to its ``log`` file, or to its ``stdout`` and ``stderr``
+files. A child leaves through ``os._exit`` (a joblib sweep hung in loky's exit handler inside
+a forked child), and its process group is killed afterwards, which ends what it left running
+(launcher workers). RESULTS.json is rewritten after each job, so a server that dies still
+reports the jobs it ran.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def run_child(job: dict[str, Any]) -> int:
     if job.get("whole_env"):  # the job's environment is all of it, as a subprocess's would be
         os.environ.clear()
     os.environ.update(job["env"])
+    threads_as_a_fresh_process()
     argv = job["argv"]
     try:
         if argv[0] == "-m":
@@ -100,9 +102,22 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def preload(root: str) -> None:
+    """tinylm imported, then one tiny training run (``tests/fork_server_warmup.py``): a child
+    forked from a cold server paid ~0.9 s of the 2.1 s of a tiny run for a process's first
+    run (the kernels' first calls, Python's type caches)."""
     sys.path.insert(0, root)
     for module in PRELOADED:
         importlib.import_module(module)
+    importlib.import_module("tests.fork_server_warmup")
+
+
+def threads_as_a_fresh_process() -> None:
+    """The warm-up left torch on one thread (so that no OpenMP pool is copied into a fork); a
+    fresh interpreter would take OMP_NUM_THREADS, or every core it may use."""
+    import torch
+
+    threads = os.environ.get("OMP_NUM_THREADS") or len(os.sched_getaffinity(0))
+    torch.set_num_threads(int(threads))
 
 
 def serve() -> None:
