@@ -155,12 +155,11 @@ def train_py(
     cwd: Path,
     wrapper: str | None = None,
     timeout: int = 600,
-    fresh: bool = False,
     **env_vars: str,
 ) -> subprocess.CompletedProcess:
     """The real entry point, ``python train.py ARGS``, run from ``cwd`` in a process of its
     own: a child forked by this worker's fork server (tinylm imported once, not once per
-    call), or with ``fresh`` a new interpreter. ``wrapper`` is Python code run in place of
+    call). ``wrapper`` is Python code run in place of
     ``train.py`` that adds fault injectors (it ends by calling ``tests.faults.main_with``;
     DDP children re-run it too, in new interpreters)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **env_vars}
@@ -170,15 +169,6 @@ def train_py(
         path = cwd / "train_with_faults.py"
         path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
         script = str(path)
-    if fresh:
-        return subprocess.run(
-            [sys.executable, script, *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
     return FORK_SERVER.run([script, *args], cwd=cwd, env=env, timeout=timeout)
 
 
