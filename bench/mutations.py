@@ -53,6 +53,7 @@ _SUMMARY_TESTS = (
     _EVAL_OVER_A_SWEEP,
     "tests/test_outputs.py",
     "tests/test_summary_edges.py",
+    "tests/test_summary_grouping.py",
 )
 # train.py's message in a subprocess: it would run the mutated copy without mutmut's setup.
 _PAIRS_TESTS = (
@@ -315,6 +316,15 @@ _COLLATE = (
         _DRAW,
     ),
 )
+_SUMMARY_EQUIVALENTS = _variants(
+    "analysis/summary.py",
+    "configuration_rows",
+    "for config, p_value, holm_p in zip(configs, p_values, adjusted, strict=True):",
+    "strict=True)",
+    ("strict=None)", ")", "strict=False)"),
+    "p_values has one entry per configuration and holm_adjusted returns a list as long as "
+    "its input: the three always have the same length",
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -393,6 +403,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "best is None only when no configuration has a mean, and difference_from_best returns "
         "(None, None) for a configuration without one before it reads best",
     ),
+    *_SUMMARY_EQUIVALENTS,
 )
 
 
