@@ -90,7 +90,10 @@ TESTS: dict[str, tuple[str, ...]] = {
     "training/budget.py": ("tests/test_budget.py",),
     "training/harness.py": ("tests/test_harness.py",),
     "training/heads.py": ("tests/test_heads.py", "tests/test_head_gate.py"),
-    "training/classification.py": ("tests/test_classifier.py",),
+    "training/classification.py": (
+        "tests/test_classifier.py",
+        "tests/test_classifier_edges.py",
+    ),
 }
 # Every test run: no slow or GPU test even where a whole file is selected, in one process
 # (mutmut's trampolines are set up in the process that runs the tests: no xdist workers).
