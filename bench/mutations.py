@@ -91,7 +91,10 @@ TESTS: dict[str, tuple[str, ...]] = {
     "training/budget.py": ("tests/test_budget.py",),
     "training/harness.py": ("tests/test_harness.py",),
     "training/heads.py": ("tests/test_heads.py", "tests/test_head_gate.py"),
-    "training/classification.py": ("tests/test_classifier.py",),
+    "training/classification.py": (
+        "tests/test_classifier.py",
+        "tests/test_classifier_edges.py",
+    ),
 }
 # Every test run: no slow or GPU test even where a whole file is selected, in one process
 # (mutmut's trampolines are set up in the process that runs the tests: no xdist workers).
@@ -325,6 +328,82 @@ _SUMMARY_EQUIVALENTS = _variants(
     "p_values has one entry per configuration and holm_adjusted returns a list as long as "
     "its input: the three always have the same length",
 )
+_CLASSIFICATION = "training/classification.py"
+_TWO_D_LOGITS = (
+    "the classifier's logits are [B, K], two dimensions: dimension 1 is dimension -1 (a "
+    "regression's [B, 1] squeezes to the same [B])"
+)
+_CLASSIFICATION_EQUIVALENTS = (
+    *(
+        known
+        for line in (
+            'self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)',
+            'self.log(f"{stage}/{name}", value, sync_dist=True)',
+            'self.log(f"{stage}/{name}", metric(confusion), sync_dist=True)',
+        )
+        for known in _variants(
+            _CLASSIFICATION,
+            "ClassificationTask._log_metrics",
+            line,
+            "sync_dist=True)",
+            ("sync_dist=None)", ")", "sync_dist=False)"),
+            _SYNC_DIST,
+        )
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "f1_score",
+        "return float(f1[1] if confusion.shape[0] == 2 else f1.mean())",
+        "return float(f1[1] if confusion.shape[1] == 2 else f1.mean())",
+        "a confusion matrix is square (K x K): its two dimensions are equal",
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "matthews_correlation",
+        "return float(numerator / denominator) if denominator > 0 else 0.0",
+        "return float(numerator / denominator) if denominator > 1 else 0.0",
+        "for a matrix of counts, n**2 - sum(predicted**2) = 2 * sum over i < j of "
+        "predicted[i] * predicted[j] is an even integer (the true marginal's likewise): a "
+        "positive product is at least 4, so no denominator lies in (0, 1]",
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "ClassificationTask.loss",
+        "return F.mse_loss(outputs.float().squeeze(-1), labels.float())",
+        "return F.mse_loss(outputs.float().squeeze(+1), labels.float())",
+        _TWO_D_LOGITS,
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "ClassificationTask._update",
+        "self._predictions[stage].update(logits.squeeze(-1))",
+        "self._predictions[stage].update(logits.squeeze(+1))",
+        _TWO_D_LOGITS,
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "ClassificationTask._update",
+        "self._confusions[stage].update(logits.argmax(-1), labels)",
+        "self._confusions[stage].update(logits.argmax(+1), labels)",
+        _TWO_D_LOGITS,
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "ClassificationTask.configure_optimizers",
+        "min_lr_ratio=0.0,",
+        "min_lr_ratio=1.0,",
+        "build_optimizer reads the OptimConfig's kind, lr, weight_decay and betas only; the "
+        "schedule's floor is the LambdaLR's own min_ratio=0.0 below",
+    ),
+    Equivalent(
+        _CLASSIFICATION,
+        "ClassificationTask.configure_optimizers",
+        'self, self.model.backbone.blocks, adamw, fused=self.device.type in ("cpu", "cuda")',
+        'self, None, adamw, fused=self.device.type in ("cpu", "cuda")',
+        "build_optimizer reads the blocks only for optim.kind=muon, and fine-tuning's "
+        "OptimConfig is always AdamW (the default kind)",
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -404,6 +483,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "(None, None) for a configuration without one before it reads best",
     ),
     *_SUMMARY_EQUIVALENTS,
+    *_CLASSIFICATION_EQUIVALENTS,
 )
 
 
