@@ -90,7 +90,11 @@ TESTS: dict[str, tuple[str, ...]] = {
     "analysis/time_to_target.py": ("tests/test_budget.py", "tests/test_summary_edges.py"),
     "training/budget.py": ("tests/test_budget.py",),
     "training/harness.py": ("tests/test_harness.py",),
-    "training/heads.py": ("tests/test_heads.py", "tests/test_head_gate.py"),
+    "training/heads.py": (
+        "tests/test_heads.py",
+        "tests/test_head_gate.py",
+        "tests/test_heads_edges.py",
+    ),
     "training/classification.py": (
         "tests/test_classifier.py",
         "tests/test_classifier_edges.py",
@@ -404,6 +408,83 @@ _CLASSIFICATION_EQUIVALENTS = (
         "OptimConfig is always AdamW (the default kind)",
     ),
 )
+_HEADS_EQUIVALENTS = (
+    *_variants(
+        "training/heads.py",
+        "attention_sums",
+        "num_heads=1,",
+        "num_heads=1",
+        ("num_heads=None", "num_heads=2"),
+        "the only explicit mask build_attention_mask gets here is document_layout's "
+        "[B, 1, T, T], whose head dimension of 1 passes its shape check against any num_heads; "
+        "num_heads enters nothing else",
+    ),
+    *(
+        Equivalent(
+            "training/heads.py",
+            "attention_sums",
+            before,
+            after,
+            "build_attention_mask makes a tensor on its device only for the causal triangle, and "
+            "it is asked for none (causal stays False: attention_sums adds the triangle itself, "
+            "on the attentions' device)",
+        )
+        for before, after in (
+            ("device=probs.device,", "device=None,"),
+            ("device=probs.device,\n)", ")"),
+        )
+    ),
+    *_variants(
+        "training/heads.py",
+        "attention_sums",
+        "allowed = torch.ones(1, 1, length, length, dtype=torch.bool, device=probs.device)",
+        "1, 1, length, length",
+        ("1, length, length", "1, 1, length"),
+        "an all-True [1, T, T] or [1, 1, T] expands (after the causal triangle, if any) to the "
+        "same all-True [B, 1, T, T] as [1, 1, T, T] does",
+    ),
+    Equivalent(
+        "training/heads.py",
+        "attention_sums",
+        "allowed = allowed.expand(batch_size, 1, length, length)[:, 0]  # (B, T, T)",
+        "allowed = allowed.expand(batch_size, 2, length, length)[:, 0]  # (B, T, T)",
+        "expanding the mask's single head dimension to 2 repeats it; [:, 0] takes the first "
+        "copy, the same [B, T, T]",
+    ),
+    Equivalent(
+        "training/heads.py",
+        "attention_sums",
+        "torch.ones(batch_size, length, dtype=torch.bool, device=probs.device)",
+        "torch.ones(length, dtype=torch.bool, device=probs.device)",
+        "the next line's real & (keys > 0) broadcasts an all-True [T] against keys [B, T]: the "
+        "same [B, T] mask as from an all-True [B, T]",
+    ),
+    Equivalent(
+        "training/heads.py",
+        "attention_sums",
+        "real = real & (keys > 0)",
+        "real = real & (keys >= 0)",
+        "a query the padding marks real may attend to its own key (real, in its own document, "
+        "not after itself), so keys >= 1 wherever real is True: the guard never drops a query",
+    ),
+    Equivalent(
+        "training/heads.py",
+        "weighted_mean_and_se",
+        "w = weights.to(values.dtype).reshape(-1, *([1] * (values.dim() - 1)))",
+        "w = weights.to(None).reshape(-1, *([1] * (values.dim() - 1)))",
+        "the weights are token counts (int64); torch promotes int64 with the float32 or float64 "
+        "values the analysis computes (it scores in float32) to their dtype, exactly (counts "
+        "far below 2**24): the same products, sums and quotients as with the weights cast first",
+    ),
+    Equivalent(
+        "training/heads.py",
+        "prune_curve",
+        "counts = sorted({min(round(total * i / PRUNE_STEPS), len(order)) for i in range(11)})",
+        "counts = sorted({min(round(total * i / PRUNE_STEPS), len(order)) for i in range(12)})",
+        "an eleventh tenth, 1.1 x the heads, is capped at len(order) as the tenth (all the "
+        "heads, more than can go) is: a count already in the set",
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -484,6 +565,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     *_SUMMARY_EQUIVALENTS,
     *_CLASSIFICATION_EQUIVALENTS,
+    *_HEADS_EQUIVALENTS,
 )
 
 
