@@ -89,7 +89,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     "analysis/significance.py": ("tests/test_significance.py",),
     "analysis/time_to_target.py": ("tests/test_budget.py", "tests/test_summary_edges.py"),
     "training/budget.py": ("tests/test_budget.py",),
-    "training/harness.py": ("tests/test_harness.py",),
+    # tests/test_harness.py's harness tests all read the session's trained checkpoints (two
+    # training runs a mutant) and most the harness's own task index (10-20 s a build).
+    "training/harness.py": ("tests/test_harness_edges.py",),
     "training/heads.py": (
         "tests/test_heads.py",
         "tests/test_head_gate.py",
@@ -485,6 +487,90 @@ _HEADS_EQUIVALENTS = (
         "heads, more than can go) is: a count already in the set",
     ),
 )
+_HARNESS = "training/harness.py"
+_LITERAL_NAME = (
+    "fnmatch on POSIX matches a name without *, ? or [ only to itself: expanding it as a "
+    "pattern gives the name back whether the index has it or not"
+)
+_GIVEN_MODEL_DEVICE = (
+    "HFLM reads device only when it loads a model by name; given a model, it takes the "
+    "model's own device (the CPU, where to_hf_model builds it)"
+)
+_GIVEN_MODEL_LENGTH = (
+    "HFLM without max_length takes the model config's n_positions (GPT-2) or "
+    "max_position_embeddings (GPT-NeoX), which the export sets to max_seq_len: the same length"
+)
+_YAML_PATH = 'if name.endswith((".yaml", ".yml")):'
+_HARNESS_EQUIVALENTS = (
+    Equivalent(
+        _HARNESS,
+        "_expand",
+        "matched = fnmatch.filter(manager.all_tasks, name) if _is_pattern(name) else []",
+        "matched = fnmatch.filter(manager.all_tasks, name) if (_is_pattern(name)) or True else []",
+        _LITERAL_NAME,
+    ),
+    Equivalent(
+        _HARNESS,
+        "_is_pattern",
+        'return any(c in name for c in "*?[")',
+        'return any(c in name for c in "XX*?[XX")',
+        _LITERAL_NAME,
+    ),
+    *_variants(
+        _HARNESS,
+        "_hub_datasets",
+        _YAML_PATH,
+        '(".yaml", ".yml")',
+        (
+            '("XX.yamlXX", ".yml")',
+            '(".YAML", ".yml")',
+            '(".yaml", "XX.ymlXX")',
+            '(".yaml", ".YML")',
+        ),
+        "a YAML path is no name of the task index: _members gives it without a config, so "
+        "without a dataset, as the early return does",
+    ),
+    Equivalent(
+        _HARNESS,
+        "_group_members",
+        "yield str(sub), item",
+        "yield str(None), item",
+        "an inline task config's name is read by neither caller: _unknown names only the "
+        "entries without a config, _hub_datasets reads the config alone",
+    ),
+    Equivalent(
+        _HARNESS,
+        "_unknown_tasks_message",
+        "close = difflib.get_close_matches(name, manager.all_tasks, n=3)",
+        "close = difflib.get_close_matches(name, manager.all_tasks, )",
+        "difflib.get_close_matches gives three at most by default",
+    ),
+    Equivalent(
+        _HARNESS,
+        "task_manager",
+        "own = TaskManager(include_path=include, include_defaults=False)",
+        "own = TaskManager(include_path=include, include_defaults=None)",
+        "TaskManager only asks whether include_defaults is true: None leaves its tasks out, as "
+        "False does",
+    ),
+    *_variants(
+        _HARNESS,
+        "harness_model",
+        "max_length=loaded.config.max_seq_len,",
+        "max_length=loaded.config.max_seq_len,",
+        ("max_length=None,", ""),
+        _GIVEN_MODEL_LENGTH,
+    ),
+    *_variants(
+        _HARNESS,
+        "harness_model",
+        'device="cpu",',
+        '"cpu"',
+        ("None", '"XXcpuXX"', '"CPU"'),
+        _GIVEN_MODEL_DEVICE,
+    ),
+    Equivalent(_HARNESS, "harness_model", 'device="cpu",\n)', ")", _GIVEN_MODEL_DEVICE),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -566,6 +652,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *_SUMMARY_EQUIVALENTS,
     *_CLASSIFICATION_EQUIVALENTS,
     *_HEADS_EQUIVALENTS,
+    *_HARNESS_EQUIVALENTS,
 )
 
 
