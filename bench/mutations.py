@@ -65,11 +65,17 @@ _PAIRS_TESTS = (
 # (tests/test_oracles.py, most of tests/test_eval.py: 15-55 s of setup per mutant).
 TESTS: dict[str, tuple[str, ...]] = {
     "training/task.py": ("tests/test_tasks.py", "tests/test_metric_edges.py"),
-    "modes/eval.py": (_EVAL_OVER_A_SWEEP, "tests/test_eval_edges.py"),
+    "modes/eval.py": (
+        _EVAL_OVER_A_SWEEP,
+        "tests/test_eval_edges.py",
+        "tests/test_eval_dispatch.py",
+    ),
     "data/evaluation.py": (
         "tests/test_evaluation.py",
         "tests/test_eval.py::test_data_path_mapping_gives_fixed_splits",
         "tests/test_evaluation_edges.py",
+        "tests/test_eval_dispatch.py::"
+        "test_an_explicit_source_decides_even_beside_a_reset_key_of_another_kind",
     ),
     "analysis/summary.py": _SUMMARY_TESTS,
     "analysis/sweep_summary.py": (*_SUMMARY_TESTS, "tests/test_summary_files_edges.py"),
@@ -315,6 +321,15 @@ _COLLATE = (
         _DRAW,
     ),
 )
+_EVAL_EQUIVALENTS = (
+    Equivalent(
+        "modes/eval.py",
+        "run",
+        'overall, metric="pair_acc", others=(), higher_is_better=True',
+        'overall, metric="pair_acc", higher_is_better=True',
+        "by_configuration's others defaults to (), the value passed: the same table",
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -393,6 +408,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "best is None only when no configuration has a mean, and difference_from_best returns "
         "(None, None) for a configuration without one before it reads best",
     ),
+    *_EVAL_EQUIVALENTS,
 )
 
 
