@@ -66,11 +66,17 @@ _PAIRS_TESTS = (
 # (tests/test_oracles.py, most of tests/test_eval.py: 15-55 s of setup per mutant).
 TESTS: dict[str, tuple[str, ...]] = {
     "training/task.py": ("tests/test_tasks.py", "tests/test_metric_edges.py"),
-    "modes/eval.py": (_EVAL_OVER_A_SWEEP, "tests/test_eval_edges.py"),
+    "modes/eval.py": (
+        _EVAL_OVER_A_SWEEP,
+        "tests/test_eval_edges.py",
+        "tests/test_eval_dispatch.py",
+    ),
     "data/evaluation.py": (
         "tests/test_evaluation.py",
         "tests/test_eval.py::test_data_path_mapping_gives_fixed_splits",
         "tests/test_evaluation_edges.py",
+        "tests/test_eval_dispatch.py::"
+        "test_an_explicit_source_decides_even_beside_a_reset_key_of_another_kind",
     ),
     "analysis/summary.py": _SUMMARY_TESTS,
     "analysis/sweep_summary.py": (*_SUMMARY_TESTS, "tests/test_summary_files_edges.py"),
@@ -571,6 +577,15 @@ _HARNESS_EQUIVALENTS = (
     ),
     Equivalent(_HARNESS, "harness_model", 'device="cpu",\n)', ")", _GIVEN_MODEL_DEVICE),
 )
+_EVAL_EQUIVALENTS = (
+    Equivalent(
+        "modes/eval.py",
+        "run",
+        'overall, metric="pair_acc", others=(), higher_is_better=True',
+        'overall, metric="pair_acc", higher_is_better=True',
+        "by_configuration's others defaults to (), the value passed: the same table",
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -653,6 +668,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *_CLASSIFICATION_EQUIVALENTS,
     *_HEADS_EQUIVALENTS,
     *_HARNESS_EQUIVALENTS,
+    *_EVAL_EQUIVALENTS,
 )
 
 

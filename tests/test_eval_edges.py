@@ -86,10 +86,13 @@ def _evaluate(target: Path, tmp_path: Path, *overrides: str, printed: list | Non
     return result
 
 
-def _windows_recount(ckpt: Path, paragraphs: list[str], stride: int) -> dict[str, float]:
+def _windows_recount(
+    ckpt: Path, paragraphs: list[str], stride: int, head_mask: torch.Tensor | None = None
+) -> dict[str, float]:
     """Loss, accuracy and counts of the decoder in ``ckpt`` over the paragraphs as one stream
     (each followed by EOS), in windows of WINDOW targets sliding by ``stride``: the first
-    window scores all its targets, the others their last ``stride``."""
+    window scores all its targets, the others their last ``stride``; ``head_mask`` [L, H]:
+    the heads at 0 gated off."""
     from tokenizers import Tokenizer
 
     from training.checkpoint import load_checkpoint
@@ -103,7 +106,7 @@ def _windows_recount(ckpt: Path, paragraphs: list[str], stride: int) -> dict[str
         while start + WINDOW + 1 <= len(stream):
             block = torch.tensor(stream[start : start + WINDOW + 1])
             count = WINDOW if start == 0 else stride
-            logits = loaded.model(block[None, :-1])[0, -count:].double()  # (count, V)
+            logits = loaded.model(block[None, :-1], head_mask=head_mask)[0, -count:].double()
             targets = block[1:][-count:]
             nll -= torch.log_softmax(logits, -1).gather(-1, targets[:, None]).sum().item()
             correct += int((logits.argmax(-1) == targets).sum())
