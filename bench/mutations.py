@@ -79,7 +79,11 @@ TESTS: dict[str, tuple[str, ...]] = {
         "test_an_explicit_source_decides_even_beside_a_reset_key_of_another_kind",
     ),
     "analysis/summary.py": _SUMMARY_TESTS,
-    "analysis/sweep_summary.py": (*_SUMMARY_TESTS, "tests/test_summary_files_edges.py"),
+    "analysis/sweep_summary.py": (
+        *_SUMMARY_TESTS,
+        "tests/test_summary_files_edges.py",
+        "tests/test_sweep_summary_edges.py",
+    ),
     "data/examples.py": (
         "tests/test_data.py",
         "tests/test_evaluation.py",
@@ -586,6 +590,26 @@ _EVAL_EQUIVALENTS = (
         "by_configuration's others defaults to (), the value passed: the same table",
     ),
 )
+_SWEEP_SUMMARY_EQUIVALENTS = (
+    *_variants(
+        "analysis/sweep_summary.py",
+        "write_sweep_summary",
+        "rows = [{**row, **extra} for row, extra in zip(rows, target, strict=True)]",
+        "strict=True)",
+        ("strict=None)", ")", "strict=False)"),
+        "target_rows(configs, ...) returns one row per configuration, as configuration_rows "
+        "does: the lengths always agree",
+    ),
+    *_variants(
+        "analysis/sweep_summary.py",
+        "search_result",
+        'if "optuna" not in str(sweeper.get("_target_", "")).lower():',
+        '"_target_", "")',
+        ('"_target_", None)', '"_target_", )', '"_target_", "XXXX")'),
+        "the default stands only for a sweeper without _target_ (or with a null one), and "
+        "neither '', 'None' nor 'XXXX' names optuna: not a search either way",
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -669,6 +693,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *_HEADS_EQUIVALENTS,
     *_HARNESS_EQUIVALENTS,
     *_EVAL_EQUIVALENTS,
+    *_SWEEP_SUMMARY_EQUIVALENTS,
 )
 
 
