@@ -65,7 +65,11 @@ _PAIRS_TESTS = (
 # for every mutant of the functions they reach) and the tests whose fixtures train a model
 # (tests/test_oracles.py, most of tests/test_eval.py: 15-55 s of setup per mutant).
 TESTS: dict[str, tuple[str, ...]] = {
-    "training/task.py": ("tests/test_tasks.py", "tests/test_metric_edges.py"),
+    "training/task.py": (
+        "tests/test_tasks.py",
+        "tests/test_metric_edges.py",
+        "tests/test_task_edges.py",
+    ),
     "modes/eval.py": (
         _EVAL_OVER_A_SWEEP,
         "tests/test_eval_edges.py",
@@ -610,6 +614,37 @@ _SWEEP_SUMMARY_EQUIVALENTS = (
         "neither '', 'None' nor 'XXXX' names optuna: not a search either way",
     ),
 )
+_BATCH_STARTED = "self._batch_started = 0.0"
+_HEAD_MASK_BUFFER = 'self.register_buffer("head_mask", None, persistent=False)'
+_STOP_DECISION = "if self.trainer.strategy.reduce_boolean_decision(spent, all=False):"
+_TASK_EQUIVALENTS = (
+    *_variants(
+        "training/task.py",
+        "LanguageModelTask.__init__",
+        _BATCH_STARTED,
+        "0.0",
+        ("None", "1.0"),
+        "only on_train_batch_end reads _batch_started, and Lightning calls on_train_batch_start, "
+        "which sets it from the clock, before every on_train_batch_end: the initial value is "
+        "never read",
+    ),
+    Equivalent(
+        "training/task.py",
+        "LanguageModelTask.__init__",
+        _HEAD_MASK_BUFFER,
+        _HEAD_MASK_BUFFER.replace("persistent=False", "persistent=None"),
+        "Module.register_buffer only asks whether persistent is true: None makes the buffer "
+        "non-persistent, as False does",
+    ),
+    Equivalent(
+        "training/task.py",
+        "LanguageModelTask.on_train_batch_end",
+        _STOP_DECISION,
+        _STOP_DECISION.replace("all=False", "all=None"),
+        "Lightning's strategies only ask whether all is true (ParallelStrategy: any rank when "
+        "not; a single process returns its own decision): None reduces as False does",
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -668,8 +703,8 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     Equivalent(
         "training/task.py",
         "warmup_cosine",
-        "progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)",
-        "progress = (step - warmup_steps) / max(2, total_steps - warmup_steps)",
+        "return _cosine((step - warmup_steps) / max(1, total_steps - warmup_steps), min_ratio)",
+        "return _cosine((step - warmup_steps) / max(2, total_steps - warmup_steps), min_ratio)",
         "the floor of the divisor matters only when total_steps - warmup_steps <= 1, where the "
         "cosine branch runs at step == warmup_steps alone, with progress 0 either way",
     ),
@@ -694,6 +729,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *_HARNESS_EQUIVALENTS,
     *_EVAL_EQUIVALENTS,
     *_SWEEP_SUMMARY_EQUIVALENTS,
+    *_TASK_EQUIVALENTS,
 )
 
 
