@@ -59,6 +59,7 @@ _SUMMARY_TESTS = (
 _PAIRS_TESTS = (
     "tests/test_pairs.py",
     "--deselect=tests/test_pairs.py::test_train_py_says_a_bad_pair_file_in_one_line",
+    "tests/test_pairs_edges.py",
 )
 # The fast tests that cover each module: in-process, no training beyond a few steps, so that
 # a module takes minutes. Left out: the subprocess and sweep tests (seconds to a minute each,
@@ -645,6 +646,84 @@ _TASK_EQUIVALENTS = (
         "not; a single process returns its own decision): None reduces as False does",
     ),
 )
+_SCORES = "models/sentence_scores.py"
+_SAME_ON_A_CPU = (
+    "the tensors go to the network's device: on a CPU, where these tests run, .to(None) and "
+    "device=None leave them where .to(device) puts them; only a network on a GPU would see "
+    "inputs on another device"
+)
+# (function, line, mutated line) of the mutants that only move tensors to another device
+_DEVICE_MOVES = (
+    (
+        "decoder_log_likelihoods",
+        "device = next(model.parameters()).device",
+        "device = None",
+    ),
+    ("decoder_log_likelihoods", "ids = ids.to(device)", "ids = ids.to(None)"),
+    (
+        "decoder_log_likelihoods",
+        "scored = (lengths - 1).to(device)  # targets per row",
+        "scored = (lengths - 1).to(None)  # targets per row",
+    ),
+    *(
+        (
+            "decoder_log_likelihoods",
+            "real = torch.arange(ids.shape[1] - 1, device=device) < scored[:, None]  # (B, T - 1)",
+            f"real = torch.arange(ids.shape[1] - 1, {device}) < scored[:, None]  # (B, T - 1)",
+        )
+        for device in ("device=None", "")
+    ),
+    (
+        "pseudo_log_likelihoods",
+        "device = next(model.parameters()).device",
+        "device = None",
+    ),
+    *(
+        (
+            "pseudo_log_likelihoods",
+            "logits = model(ids.to(device), attention_mask=attention_mask.to(device))",
+            after,
+        )
+        for after in (
+            "logits = model(ids.to(None), attention_mask=attention_mask.to(device))",
+            "logits = model(ids.to(device), attention_mask=attention_mask.to(None))",
+        )
+    ),
+    *(
+        (
+            "pseudo_log_likelihoods",
+            "logits = logits[rows.to(device), position.to(device)].float()  # (R, V)",
+            after,
+        )
+        for after in (
+            "logits = logits[rows.to(None), position.to(device)].float()  # (R, V)",
+            "logits = logits[rows.to(device), position.to(None)].float()  # (R, V)",
+        )
+    ),
+    (
+        "pseudo_log_likelihoods",
+        "picked = logits.log_softmax(-1).gather(-1, targets.to(device)[:, None])[:, 0]  # (R,)",
+        "picked = logits.log_softmax(-1).gather(-1, targets.to(None)[:, None])[:, 0]  # (R,)",
+    ),
+)
+_PAIRS_EQUIVALENTS = (
+    *(
+        Equivalent(_SCORES, function, before, after, _SAME_ON_A_CPU)
+        for function, before, after in _DEVICE_MOVES
+    ),
+    *(
+        known
+        for part, mutated in (("log_softmax(-1)", "log_softmax(+1)"), ("gather(-1,", "gather(+1,"))
+        for known in _variants(
+            _SCORES,
+            "pseudo_log_likelihoods",
+            "picked = logits.log_softmax(-1).gather(-1, targets.to(device)[:, None])[:, 0]  # (R,)",
+            part,
+            (mutated,),
+            "the logits here are (R, V), one row per masked token: dimension +1 is dimension -1",
+        )
+    ),
+)
 EQUIVALENT: tuple[Equivalent, ...] = (
     *_COLLATE,
     *_SIGNIFICANCE_EQUIVALENTS,
@@ -730,6 +809,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *_EVAL_EQUIVALENTS,
     *_SWEEP_SUMMARY_EQUIVALENTS,
     *_TASK_EQUIVALENTS,
+    *_PAIRS_EQUIVALENTS,
 )
 
 
