@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from torch.utils.data import DataLoader
 
 from conf.schema import FinetuneConfig
+from tests.test_metric_edges import _loader, _trainer, resumed_random_states_come_back_once
 from tests.tiny_models import VOCAB, tiny_config
 from training.classification import (
     ClassificationTask,
@@ -183,23 +183,6 @@ def _regression_recount(logits: torch.Tensor, scores: torch.Tensor) -> dict[str,
         "spearman": rho,
         "mse": mse,
     }
-
-
-def _loader(batches: list[dict[str, torch.Tensor]]) -> DataLoader:
-    """The batches as they are, in order."""
-    return DataLoader(batches, batch_size=None)
-
-
-def _trainer(**options: Any) -> L.Trainer:
-    return L.Trainer(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **options,
-    )
 
 
 def _score(task: ClassificationTask, stage: str, batches: list[dict]) -> L.Trainer:
@@ -399,18 +382,7 @@ def test_adamw_is_fused_where_torch_has_the_kernel(monkeypatch, device: str, fus
 
 
 def test_a_resumed_task_puts_the_random_states_back_before_its_first_batch() -> None:
-    torch.manual_seed(123)
-    checkpoint: dict[str, Any] = {}
-    _task().on_save_checkpoint(checkpoint)  # _task seeds 0; the states are saved after
-    expected = torch.rand(4)
-    resumed = _task()
-    resumed.on_load_checkpoint(checkpoint)
-    torch.manual_seed(9)  # what happens between loading and the first batch
-    resumed.on_train_batch_start(None, 0)
-    assert torch.equal(torch.rand(4), expected)
-    torch.manual_seed(9)
-    resumed.on_train_batch_start(None, 1)  # once only: later batches draw on
-    assert not torch.equal(torch.rand(4), expected)
+    resumed_random_states_come_back_once(_task)
     fresh = _task()
     fresh.on_load_checkpoint({})  # a checkpoint without states: nothing to restore
     torch.manual_seed(9)

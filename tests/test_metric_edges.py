@@ -9,6 +9,7 @@ training/task.py``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import lightning as L
@@ -381,12 +382,14 @@ def _assert_validation_uses_the_masks(task: LanguageModelTask, batches: list[dic
     assert float(trainer.callback_metrics["val/loss"]) == pytest.approx(expected["loss"], rel=1e-5)
 
 
-def test_a_resumed_task_puts_the_random_states_back_before_its_first_batch() -> None:
+def resumed_random_states_come_back_once(make_task: Callable[[], L.LightningModule]) -> None:
+    """A task saved and resumed puts torch's random state back before its first batch, and
+    only then (``make_task`` seeds 0 itself; the states are saved after)."""
     torch.manual_seed(123)
     checkpoint: dict[str, Any] = {}
-    _task().on_save_checkpoint(checkpoint)  # _task seeds 0; the states are saved after
+    make_task().on_save_checkpoint(checkpoint)
     expected = torch.rand(4)
-    resumed = _task()
+    resumed = make_task()
     resumed.on_load_checkpoint(checkpoint)
     torch.manual_seed(9)  # what happens between loading and the first batch
     resumed.on_train_batch_start(None, 0)
@@ -394,6 +397,10 @@ def test_a_resumed_task_puts_the_random_states_back_before_its_first_batch() -> 
     torch.manual_seed(9)
     resumed.on_train_batch_start(None, 1)  # once only: later batches draw on
     assert not torch.equal(torch.rand(4), expected)
+
+
+def test_a_resumed_task_puts_the_random_states_back_before_its_first_batch() -> None:
+    resumed_random_states_come_back_once(_task)
     _task().on_load_checkpoint({})  # a checkpoint without states: nothing to restore
 
 

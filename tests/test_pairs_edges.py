@@ -19,24 +19,19 @@ import torch
 from torch import nn
 
 from conf.hydra_runtime import parse_settings
-from conf.schema import OptimConfig, Settings
-from data.config import DataConfig
+from conf.schema import Settings
 from data.pairs import frame_sentence, read_pairs
-from data.tokenizer import special_tokens_of, tokenizer_from_json, train_tokenizer
+from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.sentence_scores import _batches, decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import build_model
 from modes import eval_pairs
 from tests.conftest import compose_config
+from tests.test_eval_edges import WINDOW
+from tests.test_eval_edges import _checkpoint as untrained_checkpoint
 from tests.test_pairs import _decoder_loop, _pair_file, _pll_loop
-from tests.tiny_models import tiny_config
 from training.checkpoint import load_checkpoint, read_checkpoint
-from training.task import task_class
 
-WINDOW = 16
 STEP = 7
-OPTIM = OptimConfig(
-    lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
-)
 # Pairs of two paradigms, listed out of order, and a pair whose sentences are the same (a tie).
 PAIRS = [
     {"sentence_good": "a cat.", "sentence_bad": "cat a.", "UID": "order"},
@@ -65,30 +60,10 @@ RECORD_KEYS = {
 
 def _checkpoint(path: Path, arch: str) -> Path:
     """An untrained tiny ``arch`` with a character tokenizer of PAIRS' sentences, saved at
-    global step STEP as a training run saves its checkpoints."""
+    global step STEP as a training run saves its checkpoints (seeded 0, not the run's 1234:
+    eval.weights=untrained draws others)."""
     text = " ".join(row[key] for row in PAIRS for key in ("sentence_good", "sentence_bad"))
-    tokenizer = train_tokenizer("char", [[text]], 300)
-    torch.manual_seed(0)  # not the run's seed (1234): eval.weights=untrained draws others
-    task = task_class(arch)(
-        model_config=tiny_config(
-            arch, vocab_size=tokenizer.get_vocab_size(with_added_tokens=True), max_seq_len=WINDOW
-        ),
-        optim_config=OPTIM,
-        tokenizer_json=tokenizer.to_str(),
-        data_config=DataConfig(tokenizer="char"),
-        chars_per_token={},
-        total_steps=10,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {
-            "state_dict": task.state_dict(),
-            "hyper_parameters": dict(task.hparams),
-            "global_step": STEP,
-        },
-        path,
-    )
-    return path
+    return untrained_checkpoint(path, arch, [text], step=STEP)
 
 
 def _settings(ckpt: Path, tmp_path: Path, *overrides: str) -> Settings:

@@ -31,23 +31,11 @@ from analysis.summary import (
     configuration_table,
     group_runs,
 )
+from tests.test_summary_edges import _cells, _completed, _configuration
 
 BEST = [1.0, 1.5]
 CLOSE = [1.5, 2.0]  # 0.5 above the best: within two standard errors, p ≈ 0.29
 FAR = [4.0, 4.5]  # 3.0 above the best: beyond two standard errors, p ≈ 0.014
-
-
-def _completed(loss: float, **extra: object) -> dict[str, object]:
-    return {"status": "completed", "best_val_loss": loss, **extra}
-
-
-def _configuration(losses: list[float], **values: str) -> Configuration:
-    return Configuration(dict(values), [_completed(loss) for loss in losses])
-
-
-def _cells(table: str) -> list[list[str]]:
-    """The body rows of a markdown table, cell by cell."""
-    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
 
 
 def _welch_p_of_two_runs_each(a: list[float], b: list[float]) -> float:
