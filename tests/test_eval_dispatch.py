@@ -17,7 +17,6 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ import modes.eval
 import modes.eval_classifier
 import modes.eval_harness
 from analysis.records import write_metrics
-from conf.hydra_runtime import parse_settings
 from conf.schema import Settings
 from data.config import DataConfig
 from data.evaluation import data_to_evaluate
@@ -36,20 +34,13 @@ from data.pairs import frame_sentence
 from data.tokenizer import tokenizer_from_json
 from models.config import ModelConfig
 from models.transformer import build_model
-from tests.conftest import compose_config
 from tests.corpora import make_paragraphs
-from tests.test_eval_edges import WINDOW, _checkpoint, _Scored, _windows_recount
+from tests.test_eval_edges import WINDOW, _checkpoint, _Scored, _windows_recount, eval_settings
 from training.checkpoint import load_checkpoint
 
 LAYERS, HEADS = 2, 4  # tests/tiny_models.py's tiny_config
 PRETRAINED = "/runs/pretrained/checkpoints/best.ckpt"
 CLASSIFIER = {"task": "sst2", "pretrained": {"checkpoint": PRETRAINED}}
-
-
-def _settings(target: Path, tmp_path: Path, *overrides: str) -> Settings:
-    """``mode=eval`` on ``target`` with ``overrides`` recorded as a command line's."""
-    cfg = compose_config("mode=eval", f"ckpt_path={target}", f"output_dir={tmp_path}", *overrides)
-    return replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
 
 
 def _run(settings: Settings, callbacks: Sequence[Any] = ()) -> tuple[dict[str, Any], list[str]]:
@@ -124,7 +115,7 @@ def test_heads_prune_with_pairs_or_harness_is_refused_whole(
     pairs.write_text(json.dumps({"sentence_good": "a b", "sentence_bad": "b a"}) + "\n")
     harness = _Calls(returned={"results": []})
     monkeypatch.setattr(modes.eval_harness, "run", harness)
-    settings = _settings(ckpt, tmp_path, asked.replace("PAIRS", str(pairs)), "heads.prune=0.5")
+    settings = eval_settings(ckpt, tmp_path, asked.replace("PAIRS", str(pairs)), "heads.prune=0.5")
     with pytest.raises(ValueError) as error:
         _run(settings)
     assert str(error.value) == (
@@ -140,7 +131,7 @@ def test_harness_tasks_are_handed_the_settings_and_callbacks(
     ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
     harness = _Calls(returned={"results": ["harness rows"], "eval_jsonl": "harness's"})
     monkeypatch.setattr(modes.eval_harness, "run", harness)
-    settings, callbacks = _settings(ckpt, tmp_path, "eval.harness=hellaswag"), [_Scored()]
+    settings, callbacks = eval_settings(ckpt, tmp_path, "eval.harness=hellaswag"), [_Scored()]
     result, _ = _run(settings, callbacks)
     assert result == {"results": ["harness rows"], "eval_jsonl": "harness's"}
     ((handed_settings, handed_callbacks),) = harness.calls
@@ -154,7 +145,7 @@ def test_classifiers_are_handed_to_their_evaluation_with_the_first_one_read(
     found = [_classifier(sweep / job / "checkpoints" / "best.ckpt") for job in ("0", "1")]
     evaluation = _Calls(returned={"results": ["classifier rows"]})
     monkeypatch.setattr(modes.eval_classifier, "run", evaluation)
-    settings, callbacks = _settings(sweep, tmp_path), [_Scored()]
+    settings, callbacks = eval_settings(sweep, tmp_path), [_Scored()]
     result, _ = _run(settings, callbacks)
     assert result == {"results": ["classifier rows"]}
     ((handed_settings, checkpoints, first, handed_callbacks),) = evaluation.calls
@@ -166,7 +157,7 @@ def test_classifiers_are_handed_to_their_evaluation_with_the_first_one_read(
 def test_a_language_model_given_finetune_settings_is_refused_by_name(tmp_path: Path) -> None:
     ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
     with pytest.raises(ValueError) as error:
-        _run(_settings(ckpt, tmp_path, "finetune.task=builtin"))
+        _run(eval_settings(ckpt, tmp_path, "finetune.task=builtin"))
     assert str(error.value) == (
         f"finetune.task chooses labelled text for a fine-tuned classifier, but {ckpt} is a "
         "language model: drop the finetune.* settings (to fine-tune it: python train.py "
@@ -180,7 +171,7 @@ def test_a_classifier_in_a_sweep_of_language_models_is_refused_by_name(tmp_path:
     _checkpoint(sweep / "0" / "checkpoints" / "best.ckpt", "decoder", paragraphs)
     classifier = _classifier(sweep / "1" / "checkpoints" / "best.ckpt")
     with pytest.raises(ValueError) as error:
-        _run(_settings(sweep, tmp_path, f"data.path={_held_text(tmp_path, paragraphs)}"))
+        _run(eval_settings(sweep, tmp_path, f"data.path={_held_text(tmp_path, paragraphs)}"))
     assert str(error.value) == (
         f"{classifier} is a classifier fine-tuned on sst2 (mode=finetune), not a language "
         "model; mode=eval needs a pretrained checkpoint, such as the one it was fine-tuned "
@@ -203,7 +194,9 @@ def test_named_heads_are_gated_off_in_every_record_and_each_checkpoint_is_read_o
     monkeypatch.setattr(modes.eval, "read_checkpoint", read)
     named = ["1:3", "0:0", "0:1", "0:2", "1:1", "1:2"]  # all but a head of each layer
     held = _held_text(tmp_path, paragraphs)
-    settings = _settings(sweep, tmp_path, f"data.path={held}", f"heads.prune=[{','.join(named)}]")
+    settings = eval_settings(
+        sweep, tmp_path, f"data.path={held}", f"heads.prune=[{','.join(named)}]"
+    )
     result, printed = _run(settings)
     assert [str(path) for (path,) in read.calls] == [str(path) for path in found]
     gated = [(int(name[0]), int(name[2])) for name in named]
@@ -225,7 +218,7 @@ def test_a_fraction_of_heads_gates_off_that_many_never_a_layers_last(tmp_path: P
     paragraphs = make_paragraphs(6)
     ckpt = _checkpoint(tmp_path / "run" / "best.ckpt", "decoder", paragraphs)
     held = _held_text(tmp_path, paragraphs)
-    result, _ = _run(_settings(ckpt, tmp_path, f"data.path={held}", "heads.prune=0.5"))
+    result, _ = _run(eval_settings(ckpt, tmp_path, f"data.path={held}", "heads.prune=0.5"))
     (record,) = result["results"]
     assert record["heads_prune"] == 0.5
     pruned = [tuple(int(i) for i in name.split(":")) for name in record["heads_pruned"]]
@@ -245,7 +238,9 @@ def test_untrained_weights_are_drawn_from_the_seed_and_named(
     stamped = _Calls(then=modes.eval.provenance)
     monkeypatch.setattr(modes.eval, "provenance", stamped)
     held = _held_text(tmp_path, paragraphs)
-    settings = _settings(ckpt, tmp_path, f"data.path={held}", "eval.weights=untrained", "seed=3")
+    settings = eval_settings(
+        ckpt, tmp_path, f"data.path={held}", "eval.weights=untrained", "seed=3"
+    )
     result, printed = _run(settings)
     (record,) = result["results"]
     expected = _windows_recount(fresh, paragraphs, WINDOW)
@@ -307,7 +302,7 @@ def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
     assert accuracy["0.0"] != accuracy["0.1"]  # so the table has a best
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS))
-    result, printed = _run(_settings(sweep, tmp_path, f"eval.pairs={pairs}"))
+    result, printed = _run(eval_settings(sweep, tmp_path, f"eval.pairs={pairs}"))
     records = result["results"]
     assert [(r["checkpoint"].split("/")[-3], r["paradigm"], r["n_pairs"]) for r in records] == [
         (job, paradigm, n)

@@ -23,7 +23,7 @@ import modes.eval
 from analysis.records import write_metrics
 from analysis.summary import by_configuration
 from conf.hydra_runtime import parse_settings
-from conf.schema import OptimConfig
+from conf.schema import OptimConfig, Settings
 from data.config import DataConfig
 from data.tokenizer import special_tokens_of, train_tokenizer
 from tests.conftest import compose_config
@@ -72,11 +72,17 @@ class _Scored(L.Callback):
         self.count += 1
 
 
-def _evaluate(target: Path, tmp_path: Path, *overrides: str, printed: list | None = None):
-    """``modes.eval.run`` with ``overrides`` recorded as Hydra records a command line's, and
-    a callback that must see every evaluation; what it prints goes to ``printed``."""
+def eval_settings(target: Path, tmp_path: Path, *overrides: str) -> Settings:
+    """``mode=eval`` on ``target`` with ``overrides`` recorded as Hydra records a command
+    line's."""
     cfg = compose_config("mode=eval", f"ckpt_path={target}", f"output_dir={tmp_path}", *overrides)
-    settings = replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
+    return replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
+
+
+def _evaluate(target: Path, tmp_path: Path, *overrides: str, printed: list | None = None):
+    """``modes.eval.run`` with ``eval_settings`` and a callback that must see every
+    evaluation; what it prints goes to ``printed``."""
+    settings = eval_settings(target, tmp_path, *overrides)
     out, scored = io.StringIO(), _Scored()
     with contextlib.redirect_stdout(out):
         result = modes.eval.run(settings, [scored])

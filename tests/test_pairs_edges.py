@@ -18,15 +18,12 @@ import pytest
 import torch
 from torch import nn
 
-from conf.hydra_runtime import parse_settings
-from conf.schema import Settings
 from data.pairs import frame_sentence, read_pairs
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.sentence_scores import _batches, decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import build_model
 from modes import eval_pairs
-from tests.conftest import compose_config
-from tests.test_eval_edges import WINDOW
+from tests.test_eval_edges import WINDOW, eval_settings
 from tests.test_eval_edges import _checkpoint as untrained_checkpoint
 from tests.test_pairs import _decoder_loop, _pair_file, _pll_loop
 from training.checkpoint import load_checkpoint, read_checkpoint
@@ -64,12 +61,6 @@ def _checkpoint(path: Path, arch: str) -> Path:
     eval.weights=untrained draws others)."""
     text = " ".join(row[key] for row in PAIRS for key in ("sentence_good", "sentence_bad"))
     return untrained_checkpoint(path, arch, [text], step=STEP)
-
-
-def _settings(ckpt: Path, tmp_path: Path, *overrides: str) -> Settings:
-    """``mode=eval`` settings with ``overrides`` recorded as a command line's."""
-    cfg = compose_config("mode=eval", f"ckpt_path={ckpt}", f"output_dir={tmp_path}", *overrides)
-    return replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
 
 
 def _sentence_scores(model: nn.Module, tokenizer_json: str, arch: str) -> dict[str, float]:
@@ -125,7 +116,7 @@ def test_records_score_the_contents_read_and_name_what_was_scored(tmp_path, arch
     first = _checkpoint(tmp_path / "a" / "last.ckpt", arch)
     second = _checkpoint(tmp_path / "b" / "last.ckpt", arch)
     pairs = _pair_file(tmp_path / "pairs.jsonl", PAIRS)
-    settings = _settings(first, tmp_path, f"eval.pairs={pairs}")
+    settings = eval_settings(first, tmp_path, f"eval.pairs={pairs}")
     # The first checkpoint's contents, read already (as modes.eval reads it): they are the ones
     # scored, not the file read again, and they are taken out of ``read``.
     contents = read_checkpoint(first)
@@ -153,7 +144,9 @@ def test_records_score_the_contents_read_and_name_what_was_scored(tmp_path, arch
 def test_untrained_weights_are_drawn_from_the_seed(tmp_path, arch) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", arch)
     pairs = _pair_file(tmp_path / "pairs.jsonl", PAIRS)
-    settings = _settings(ckpt, tmp_path, f"eval.pairs={pairs}", "eval.weights=untrained", "seed=3")
+    settings = eval_settings(
+        ckpt, tmp_path, f"eval.pairs={pairs}", "eval.weights=untrained", "seed=3"
+    )
     records = eval_pairs.evaluate_pairs(ckpt, settings, read_pairs(str(pairs)))
     assert {(r["weights"], r["weights_seed"]) for r in records} == {("untrained", 3)}
     loaded = load_checkpoint(ckpt)
@@ -165,7 +158,7 @@ def test_untrained_weights_are_drawn_from_the_seed(tmp_path, arch) -> None:
 def test_on_a_gpu_the_network_moves_there_and_the_record_names_it(tmp_path, monkeypatch) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", "decoder")
     pairs = _pair_file(tmp_path / "pairs.jsonl", PAIRS)
-    settings = _settings(ckpt, tmp_path, f"eval.pairs={pairs}", "trainer.accelerator=gpu")
+    settings = eval_settings(ckpt, tmp_path, f"eval.pairs={pairs}", "trainer.accelerator=gpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "Test GPU")
     # There is no GPU here: the meta device stands in for it, and a scorer that gives every
@@ -198,7 +191,7 @@ def test_on_a_gpu_the_network_moves_there_and_the_record_names_it(tmp_path, monk
 def test_pairs_are_scored_on_the_gpu_the_accelerator_asks_for(
     tmp_path, monkeypatch, accelerator, cuda_available, device
 ) -> None:
-    settings = _settings(tmp_path / "x.ckpt", tmp_path, f"trainer.accelerator={accelerator}")
+    settings = eval_settings(tmp_path / "x.ckpt", tmp_path, f"trainer.accelerator={accelerator}")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_available)
     assert eval_pairs._device(settings) == torch.device(device)
 
@@ -214,7 +207,7 @@ def test_a_classifier_checkpoint_is_refused_for_mode_eval(tmp_path) -> None:
         "pretrained": {"checkpoint": "pretrained.ckpt"},
     }
     pair_set = read_pairs(str(_pair_file(tmp_path / "pairs.jsonl", PAIRS)))
-    settings = _settings(ckpt, tmp_path, "eval.pairs=builtin")
+    settings = eval_settings(ckpt, tmp_path, "eval.pairs=builtin")
     with pytest.raises(ValueError) as err:
         eval_pairs.evaluate_pairs(ckpt, settings, pair_set, contents)
     assert str(err.value) == (
@@ -227,7 +220,7 @@ def test_a_classifier_checkpoint_is_refused_for_mode_eval(tmp_path) -> None:
 def test_a_model_setting_that_differs_from_the_checkpoint_is_refused(tmp_path) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", "decoder")
     pair_set = read_pairs(str(_pair_file(tmp_path / "pairs.jsonl", PAIRS)))
-    settings = _settings(ckpt, tmp_path, "eval.pairs=builtin", "model.hidden_size=64")
+    settings = eval_settings(ckpt, tmp_path, "eval.pairs=builtin", "model.hidden_size=64")
     with pytest.raises(ValueError) as err:
         eval_pairs.evaluate_pairs(ckpt, settings, pair_set)
     assert str(err.value).startswith(
@@ -244,7 +237,7 @@ def test_a_model_setting_that_differs_from_the_checkpoint_is_refused(tmp_path) -
     ],
 )
 def test_data_settings_are_refused_by_the_first_one(tmp_path, overrides, named) -> None:
-    settings = replace(_settings(tmp_path / "x.ckpt", tmp_path), overrides=overrides)
+    settings = replace(eval_settings(tmp_path / "x.ckpt", tmp_path), overrides=overrides)
     with pytest.raises(ValueError) as err:
         eval_pairs.evaluate_all([], settings, {})
     assert str(err.value) == (

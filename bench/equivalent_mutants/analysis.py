@@ -3,16 +3,15 @@ sweep summary's files."""
 
 from __future__ import annotations
 
-from bench.equivalent_mutants.base import Equivalent, variants
+from bench.equivalent_mutants.base import Equivalent, true_flag_variants, variants
 
 _ZIP = 'beyond = [c.label() for c, row in zip(configs, rows, strict=True) if row["exceeds_2se"]]'
 _SWEEP_SUMMARY = (
-    *variants(
+    *true_flag_variants(
         "analysis/sweep_summary.py",
         "_explanation",
         _ZIP,
-        "strict=True)",
-        ("strict=None)", ")", "strict=False)"),
+        "strict",
         "the rows are configuration_rows(configs), one per configuration: the lengths always agree",
     ),
     *variants(
@@ -101,22 +100,20 @@ _SIGNIFICANCE_EQUIVALENTS = (
         "the stop at exactly _EPSILON: one more term changes the value by less than that",
     ),
 )
-_SUMMARY_EQUIVALENTS = variants(
+_SUMMARY_EQUIVALENTS = true_flag_variants(
     "analysis/summary.py",
     "configuration_rows",
     "for config, p_value, holm_p in zip(configs, p_values, adjusted, strict=True):",
-    "strict=True)",
-    ("strict=None)", ")", "strict=False)"),
+    "strict",
     "p_values has one entry per configuration and holm_adjusted returns a list as long as "
     "its input: the three always have the same length",
 )
 _SWEEP_SUMMARY_EQUIVALENTS = (
-    *variants(
+    *true_flag_variants(
         "analysis/sweep_summary.py",
         "write_sweep_summary",
         "rows = [{**row, **extra} for row, extra in zip(rows, target, strict=True)]",
-        "strict=True)",
-        ("strict=None)", ")", "strict=False)"),
+        "strict",
         "target_rows(configs, ...) returns one row per configuration, as configuration_rows "
         "does: the lengths always agree",
     ),

@@ -25,3 +25,12 @@ def variants(
     return [
         Equivalent(module, function, line, line.replace(part, new), reason) for new in replacements
     ]
+
+
+def true_flag_variants(
+    module: str, function: str, line: str, flag: str, reason: str
+) -> list[Equivalent]:
+    """The equivalent mutants of ``line``'s last keyword argument ``flag=True``: ``None``,
+    dropped and ``False``."""
+    replacements = (f"{flag}=None)", ")", f"{flag}=False)")
+    return variants(module, function, line, f"{flag}=True)", replacements, reason)

@@ -3,7 +3,7 @@ analysis and the lm-evaluation-harness adapter."""
 
 from __future__ import annotations
 
-from bench.equivalent_mutants.base import Equivalent, variants
+from bench.equivalent_mutants.base import Equivalent, true_flag_variants, variants
 
 SYNC_DIST = (
     "torchmetrics has already reduced the value over the DDP ranks, so sync_dist only "
@@ -29,12 +29,11 @@ _CLASSIFICATION_EQUIVALENTS = (
             'self.log(f"{stage}/{name}", value, sync_dist=True)',
             'self.log(f"{stage}/{name}", metric(confusion), sync_dist=True)',
         )
-        for known in variants(
+        for known in true_flag_variants(
             _CLASSIFICATION,
             "ClassificationTask._log_metrics",
             line,
-            "sync_dist=True)",
-            ("sync_dist=None)", ")", "sync_dist=False)"),
+            "sync_dist",
             SYNC_DIST,
         )
     ),
@@ -288,12 +287,11 @@ TRAINING: tuple[Equivalent, ...] = (
     *(
         known
         for line in _LOGGED
-        for known in variants(
+        for known in true_flag_variants(
             "training/task.py",
             "LanguageModelTask._log_eval_metrics",
             line,
-            "sync_dist=True)",
-            ("sync_dist=None)", ")", "sync_dist=False)"),
+            "sync_dist",
             SYNC_DIST,
         )
     ),
