@@ -166,21 +166,21 @@ def harness_task_list(args: Sequence[str]) -> list[str]:
 
 
 def _record_failure(cfg: DictConfig, err: Exception) -> None:
-    """A failed sweep job: its traceback on stderr, ``status: failed`` in its metrics.json."""
-    from analysis.records import write_metrics
+    """A failed sweep job: its traceback on stderr, ``status: failed`` in its record."""
+    from analysis.run_record import Status, run_record, write_record
 
     traceback.print_exc()
     message = str(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {err}"
     print(f"tinylm: this job failed, the sweep goes on: {message}", file=sys.stderr)
     trainer = cfg.get("trainer", {})
-    failure = {
-        "status": "failed",
-        "error": message,
-        "overrides": job_overrides(),
+    failure = run_record(
+        Status.FAILED,
+        error=message,
+        overrides=job_overrides(),
         # the configured precision: the job may have failed before choosing the one it ran in
-        "provenance": provenance(trainer.get("precision"), trainer.get("accelerator", "cpu")),
-    }
-    write_metrics(Path(cfg.output_dir), failure)
+        provenance=provenance(trainer.get("precision"), trainer.get("accelerator", "cpu")),
+    )
+    write_record(Path(cfg.output_dir), failure)
     if "wandb" in sys.modules:
         import wandb
 

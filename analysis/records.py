@@ -1,10 +1,10 @@
-"""Run records and tables: every run directory's ``metrics.json``, the JSON-lines records
-files (``eval.jsonl``), and how tinylm prints numbers in tables.
+"""Records and tables: the JSON-lines records files (``eval.jsonl``), the error a damaged
+file tinylm wrote raises, warnings, and how tinylm prints numbers in tables. A run directory's
+own record (its status, metrics and curve) is ``analysis/run_record.py``'s.
 
-The train mode writes ``metrics.json`` for completed, interrupted and failed runs alike;
-sweep summaries (``analysis/summary.py``) and evaluations read them. A records file gains lines
-and has some replaced; a line tinylm cannot read (cut short by a crash, edited by hand) is
-named in a warning and kept as it is, never in the way of a new record.
+A records file gains lines and has some replaced; a line tinylm cannot read (cut short by a
+crash, edited by hand) is named in a warning and kept as it is, never in the way of a new
+record.
 """
 
 from __future__ import annotations
@@ -16,27 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common.files import write_atomically, write_text_atomically
+from common.files import write_atomically
 
-METRICS_FILE = "metrics.json"
 # Every evaluation of a checkpoint (eval, pairs, harness, fine-tuning) appends its record here.
 RESULTS_FILE = "eval.jsonl"
-# The types of the metrics.json fields that summaries, plots and sweep re-runs read.
-_TEXT_FIELDS = ("status", "error")
-_MAPPING_FIELDS = ("overrides", "config", "consumed")
-_NUMBER_FIELDS = (
-    "step",
-    "best_val_loss",
-    "val_loss",
-    "val_ppl",
-    "val_bpc",
-    "val_bpb",
-    "val_acc",
-    "tokens_per_sec",
-    "params",
-    "params_with_embeddings",
-    "flops_per_token",
-)
 # Bytes that are not UTF-8 survive a rewrite of a records file unchanged.
 _ENCODING = {"encoding": "utf-8", "errors": "surrogateescape"}
 _LINES_NAMED = 5  # at most this many unreadable line numbers in one warning
@@ -49,81 +32,6 @@ class DamagedRecord(ValueError):
 def warn(message: str) -> None:
     """One line on stderr, in the style of ``tinylm: error: ...``."""
     print(f"tinylm: warning: {message}", file=sys.stderr)
-
-
-def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
-    return write_text_atomically(
-        Path(run_dir) / METRICS_FILE, json.dumps(metrics, indent=2, default=str)
-    )
-
-
-def read_metrics(run_dir: Path) -> dict[str, Any] | None:
-    """The run's metrics.json; None without one. ``DamagedRecord`` names the file and what is
-    wrong when it is not JSON, not an object, or holds a field of the wrong type."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.is_file():
-        return None
-    try:
-        metrics = json.loads(path.read_bytes())
-    except UnicodeDecodeError:
-        raise DamagedRecord(f"{path} is damaged (not UTF-8 text)") from None
-    except json.JSONDecodeError as err:
-        raise DamagedRecord(
-            f"{path} is damaged (not valid JSON: {err.msg} at line {err.lineno} column {err.colno})"
-        ) from None
-    wrong = _wrong_field(metrics)
-    if wrong:
-        raise DamagedRecord(f"{path} is damaged ({wrong})")
-    return metrics
-
-
-def _wrong_field(metrics: Any) -> str | None:
-    """What makes ``metrics`` unlike a metrics.json tinylm writes, or None."""
-    if not isinstance(metrics, dict):
-        return f"a JSON {type(metrics).__name__}, not an object"
-    expected = {
-        **dict.fromkeys(_TEXT_FIELDS, ((str,), "text")),
-        **dict.fromkeys(_MAPPING_FIELDS, ((dict,), "an object")),
-        **dict.fromkeys(_NUMBER_FIELDS, ((int, float, type(None)), "a number")),
-        "val_curve": ((list,), "a list of [step, loss, ...] points"),
-    }
-    for key, (types, name) in expected.items():
-        value = metrics.get(key)
-        if key in metrics and (not isinstance(value, types) or isinstance(value, bool)):
-            return f"its {key} is {json.dumps(value)[:40]}, not {name}"
-    pairs = metrics.get("val_curve") or []
-    if not all(_is_curve_point(point) for point in pairs):
-        return "its val_curve is not a list of [step, loss, ...] points"
-    return None
-
-
-def _is_curve_point(point: Any) -> bool:
-    return (
-        isinstance(point, list)
-        and len(point) in (2, 4)  # [step, loss] before tokens and seconds were recorded
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in point)
-    )
-
-
-def read_run(run_dir: Path, consequence: str) -> dict[str, Any] | None:
-    """``read_metrics`` for readers that go on past a damaged file: it is named in a warning
-    that ends with ``consequence``, and read as a failed run whose error says why."""
-    try:
-        return read_metrics(run_dir)
-    except DamagedRecord as err:
-        warn(f"{err}; {consequence} (rewrite or delete the file)")
-        return {"status": "failed", "error": str(err)}
-
-
-def collect_runs(sweep_dir: Path) -> list[dict[str, Any]]:
-    """metrics.json of every run directly below ``sweep_dir``, in job order; a damaged one is
-    a failed run."""
-    runs = []
-    for run_dir in Path(sweep_dir).iterdir():
-        metrics = read_run(run_dir, "the run counts as failed") if run_dir.is_dir() else None
-        if metrics is not None:
-            runs.append({"run": run_dir.name, **metrics})
-    return sorted(runs, key=lambda r: natural_key(r["run"]))
 
 
 def append_records(

@@ -1,7 +1,7 @@
 """The columns of a report's table: every metric recorded for a sweep's runs (or one run),
 each a value per run, read from the files the commands wrote.
 
-- ``metrics.json``: the best validation loss and bpb (a fine-tune's: its test metric), and the
+- each run's record: the best validation loss and bpb (a fine-tune's: its test metric), and the
   time to ``summary.target_loss`` (``analysis/time_to_target.py``);
 - ``eval.jsonl`` (the sweep's, each run's and each run's ``checkpoints/``): held-out text (loss,
   bpb), minimal pairs (accuracy overall and per paradigm), harness tasks, fine-tunes (the task
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.records import RESULTS_FILE, read_records, warn
+from analysis.run_record import Status, has_record
 from analysis.summary import Configuration, configuration_rows, group_runs
 from analysis.sweep_summary import ranking
 from analysis.time_to_target import first_reached
@@ -77,7 +78,7 @@ def run_columns(
 
     ranked = ranking(runs)
     for run in runs:
-        if run.get("status") != "completed":
+        if run.get("status") != Status.COMPLETED:
             continue
         name = run["run"]
         put(
@@ -174,7 +175,7 @@ def heads_records(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, dict[
 
 
 def _run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
-    if len(runs) == 1 and (root / "metrics.json").is_file():  # a run directory's own page
+    if len(runs) == 1 and has_record(root):  # a run directory's own page
         return {runs[0]["run"]: root}
     return {run["run"]: root / run["run"] for run in runs}
 

@@ -25,6 +25,7 @@ from analysis.plots import (
     plot_search_history,
 )
 from analysis.report_columns import Column, column_cells
+from analysis.run_record import Status
 from analysis.summary import Configuration, group_runs
 
 VIRIDIS = colormaps["viridis"]
@@ -161,7 +162,10 @@ def prune_curve(record: dict[str, Any]) -> Figure:
 def search_history(runs: Sequence[dict[str, Any]]) -> Figure:
     """A search's trials in order with the best so far."""
     trials = [
-        (int(run["run"]), run.get("best_val_loss") if run.get("status") == "completed" else None)
+        (
+            int(run["run"]),
+            run.get("best_val_loss") if run.get("status") == Status.COMPLETED else None,
+        )
         for run in runs
         if str(run["run"]).isdigit()
     ]

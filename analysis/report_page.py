@@ -23,7 +23,6 @@ from typing import Any
 import jinja2
 import yaml
 
-from analysis.records import METRICS_FILE, collect_runs, read_run
 from analysis.report_columns import (
     Cell,
     column_cells,
@@ -41,6 +40,7 @@ from analysis.report_figures import (
     search_history,
     validation_curves,
 )
+from analysis.run_record import Status, collect_runs, has_record, read_run, record_path
 from analysis.summary import REPLICATE_KEY, Configuration, group_runs, swept_keys
 from analysis.sweep_summary import search_result
 from common.files import write_text_atomically
@@ -48,7 +48,7 @@ from common.provenance import code_label, differing_runs
 
 REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
-STATUSES = ("completed", "failed", "pruned")  # always counted, even at zero
+STATUSES = (Status.COMPLETED, Status.FAILED, Status.PRUNED)  # always counted, even at zero
 COMPUTE = ("steps", "tokens", "flops", "seconds")
 
 
@@ -56,7 +56,7 @@ def write_report(path: Path, target_loss: float | None = None) -> Path | None:
     """``report.html`` in ``path``, a sweep directory or a run directory (None when it holds
     no run), with the time to ``target_loss`` (None: the sweep's own summary.target_loss)."""
     path = Path(path)
-    single = (path / METRICS_FILE).is_file()
+    single = has_record(path)
     if single:
         runs = [{"run": path.name, **(read_run(path, "the report shows it as failed") or {})}]
     else:
@@ -105,7 +105,7 @@ def page_context(
         "heatmaps": [] if search is not None or not keys else heatmaps(columns, runs, keys),
         "figures": figures,
         "head_maps": head_maps(configs, heads),
-        "failed": [r for r in runs if r.get("status") == "failed"],
+        "failed": [r for r in runs if r.get("status") == Status.FAILED],
         "runs": [_run_entry(r, single) for r in runs],
         "records": run_records(root, runs) if single else {},
         "sample": runs[0].get("sample") if single else None,
@@ -192,7 +192,7 @@ def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def _run_entry(run: dict[str, Any], single: bool) -> dict[str, Any]:
     """A run's row in the runs table: its settings and the relative links to its files."""
     prefix = "" if single else f"{run['run']}/"
-    files = [METRICS_FILE, "checkpoints/", "eval.jsonl", "checkpoints/heads.json"]
+    files = [record_path().name, "checkpoints/", "eval.jsonl", "checkpoints/heads.json"]
     if not single:
         files.insert(0, "report.html")
     return {

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.records import format_value, markdown_table, natural_key, read_run, warn
+from analysis.records import format_value, markdown_table, natural_key, warn
+from analysis.run_record import Status, read_run
 from analysis.significance import ALPHA, holm_adjusted, welch_p_value
 from common.provenance import differing_runs
 
@@ -43,12 +44,12 @@ class Configuration:
         return [
             r
             for r in self.runs
-            if r.get("status") == "completed" and r.get(self.metric) is not None
+            if r.get("status") == Status.COMPLETED and r.get(self.metric) is not None
         ]
 
     @property
     def failed(self) -> int:
-        return sum(r.get("status") == "failed" for r in self.runs)
+        return sum(r.get("status") == Status.FAILED for r in self.runs)
 
     @property
     def n(self) -> int:
@@ -81,7 +82,7 @@ class Configuration:
 
 def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Override keys whose value differs between runs, in the order the user typed them. A
-    run without recorded overrides (its metrics.json was damaged) sets no key apart."""
+    run without recorded overrides (its record was damaged) sets no key apart."""
     recorded = [run["overrides"] for run in runs if "overrides" in run]
     keys: list[str] = []
     for overrides in recorded:
@@ -222,7 +223,7 @@ def by_configuration(
     for row in rows:
         run_dir = Path(row["checkpoint"]).parent.parent
         stored = read_run(run_dir, "the run is grouped without its settings") or {}
-        run = {"status": "completed", **row}
+        run = {"status": Status.COMPLETED, **row}
         if "overrides" in stored:  # none recorded: the run sets no key apart (summary.swept_keys)
             run["overrides"] = stored["overrides"]
         runs.append(run)

@@ -1,6 +1,6 @@
 """The summary files of a sweep directory, written at the end of every multirun.
 
-Every run directory of a sweep holds a ``metrics.json``; this module reads them alone, so a
+Every run directory of a sweep holds its record; this module reads them alone, so a
 summary can be rebuilt at any time. Runs are grouped by configuration with seeds as replicates
 (``analysis/summary.py``, which says how differences are judged).
 
@@ -12,7 +12,7 @@ front, adds the search's section and ``optuna_history.png`` from its ``search.js
 (``analysis/search_summary.py``), and draws no heatmap (values drawn from a range fill one cell
 per row and column). A sweep of
 fine-tunes (``mode=finetune``) is ranked by its task's metric on the test split, highest
-best, as its ``metrics.json`` names it (``test_accuracy``, ``test_f1``, ``test_mcc``), with
+best, as its record names it (``test_accuracy``, ``test_f1``, ``test_mcc``), with
 the other test metrics as means and no heatmap (its colours rank the lowest best).
 """
 
@@ -27,7 +27,8 @@ from typing import Any
 import yaml
 
 from analysis.plots import plot_curves, plot_heatmap, plot_optimisation_history
-from analysis.records import collect_runs, format_value, markdown_table, warn
+from analysis.records import format_value, markdown_table, warn
+from analysis.run_record import Status, collect_runs
 from analysis.search_summary import best_sentence, read_search, search_section
 from analysis.significance import ALPHA
 from analysis.summary import (
@@ -148,7 +149,7 @@ def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> li
 class Ranking:
     """What a sweep's configurations are compared by: pretraining runs by their best
     validation loss (lowest best), fine-tunes by their task's metric on the test split
-    (highest best), as their metrics.json names it."""
+    (highest best), as their records name it."""
 
     metric: str = "best_val_loss"
     higher_is_better: bool = False
@@ -159,7 +160,7 @@ class Ranking:
 
 def ranking(runs: Sequence[dict[str, Any]]) -> Ranking:
     """The ``Ranking`` of a sweep's runs: a fine-tune's when its completed runs are fine-tunes."""
-    tuned = [r for r in runs if r.get("status") == "completed" and r.get("mode") == "finetune"]
+    tuned = [r for r in runs if r.get("status") == Status.COMPLETED and r.get("mode") == "finetune"]
     if not tuned:
         return Ranking()
     metric = f"test_{tuned[0]['metric']}"

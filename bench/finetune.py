@@ -25,7 +25,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from analysis.records import collect_runs
+from analysis.run_record import Status, collect_runs
 from analysis.summary import configuration_rows, configuration_table, group_runs
 from bench.launch import run_child, train_command
 
@@ -48,7 +48,7 @@ def finetune_arm(sweep: Path, init: str, out: Path, extra: list[str]) -> list[di
     jobs = {job["run"]: job for job in collect_runs(sweep)}
     runs = []
     for tuned in collect_runs(out):
-        if tuned.get("status") != "completed":
+        if tuned.get("status") != Status.COMPLETED:
             continue
         seed = jobs[tuned["run"]].get("overrides", {}).get("seed", tuned["seed"])
         runs.append({**tuned, "overrides": {"init": init, "seed": str(seed)}})

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from analysis.run_record import Status
 from bench.launch import ROOT
 
 SHAPE = [
@@ -52,7 +53,7 @@ def run_sweep(n_jobs: int, steps: int) -> dict[str, float]:
         if proc.returncode != 0:
             raise SystemExit(f"the sweep failed:\n{proc.stderr[-3000:]}")
         jobs = [json.loads(p.read_text()) for p in sorted(Path(sweep).glob("*/metrics.json"))]
-    if [j["status"] for j in jobs] != ["completed"] * 4:
+    if [j["status"] for j in jobs] != [Status.COMPLETED] * 4:
         raise SystemExit(f"expected 4 completed jobs, got {[j['status'] for j in jobs]}")
     overheads = [j["finished_at"] - j["started_at"] - j["train_seconds"] for j in jobs]
     return {

@@ -1,5 +1,5 @@
 """What produced a result: the code version, the library versions, the device, the precision
-and the command line, recorded in every run's ``metrics.json`` and every record.
+and the command line, recorded in every run's record and every evaluation record.
 
 The code version is the checkout's git commit, whether its tree had uncommitted changes, and
 a hash of those changes (the diff against the commit and the untracked files' names and

@@ -11,7 +11,7 @@ a storage (``hydra.sweeper.storage``, SQLite in the sweep directory by default),
 - a job reports its validation losses to its trial (``training/pruning.py``) and stops when
   ``hydra.sweeper.pruner`` says so.
 
-Each job's ``metrics.json`` decides its trial: completed (the ``objectives`` it records),
+Each job's record decides its trial: completed (the ``objectives`` it records),
 pruned, or failed (its error; the search goes on). At the end ``search.json`` (the trials,
 the best trial or Pareto front, the parameters' importances) and ``optimization_results.yaml``
 are written beside the sweep's summary. Hydra imports every ``hydra_plugins`` module at each
@@ -212,19 +212,20 @@ class _Search:
             beating.stop()
 
     def _tell(self, trial: Any, job: JobReturn) -> None:
-        from analysis.records import DamagedRecord, read_metrics
+        from analysis.records import DamagedRecord
+        from analysis.run_record import Status, read_record, run_record
         from training import study
 
         run_dir = Path(job.hydra_cfg.hydra.runtime.output_dir) if job.hydra_cfg else None
         try:
-            metrics = (read_metrics(run_dir) if run_dir else None) or {}
+            metrics = (read_record(run_dir) if run_dir else None) or {}
         except DamagedRecord as err:
-            metrics = {"status": "failed", "error": str(err)}
+            metrics = run_record(Status.FAILED, error=str(err))
         trial.set_user_attr("run", run_dir.name if run_dir else None)
         if isinstance(metrics.get("consumed"), dict):
             trial.set_user_attr("consumed", metrics["consumed"])
         status = metrics.get("status")
-        if status == "completed":
+        if status == Status.COMPLETED:
             try:
                 values = study.objective_values(metrics, self.objectives)
             except ValueError:
@@ -232,7 +233,7 @@ class _Search:
                 self.study.tell(trial, state=study.TrialState.FAIL)
                 raise
             self.study.tell(trial, values)
-        elif status == "pruned":
+        elif status == Status.PRUNED:
             self.study.tell(trial, state=study.TrialState.PRUNED)
         else:
             error = metrics.get("error") or f"the job ended without a result ({job.status.name})"
@@ -241,7 +242,8 @@ class _Search:
 
     def _record_killed(self, trial: Any) -> None:
         """A trial failed for a stale heartbeat: its run, if it left one, says so."""
-        from analysis.records import DamagedRecord, read_metrics, write_metrics
+        from analysis.records import DamagedRecord
+        from analysis.run_record import Status, read_record, write_record
 
         run_dir = self.sweep_dir / str(trial.number)
         print(
@@ -249,12 +251,12 @@ class _Search:
             "marked failed and its configuration is tried again"
         )
         try:
-            stored = read_metrics(run_dir)
+            stored = read_record(run_dir)
         except DamagedRecord:
             stored = None
-        if stored is not None and stored.get("status") == "running":
+        if stored is not None and stored.get("status") == Status.RUNNING:
             error = "its process stopped (no heartbeat); its configuration was tried again"
-            write_metrics(run_dir, {**stored, "status": "failed", "error": error})
+            write_record(run_dir, {**stored, "status": Status.FAILED, "error": error})
 
     def _write_results(self) -> None:
         from training.study_report import study_report

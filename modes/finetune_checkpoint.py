@@ -6,7 +6,7 @@ The pretrained checkpoint gives the architecture, the weights (``finetune.init=p
 tokenizer; ``data.labelled`` gives the task's splits. The classifier trains through the
 same Lightning layer as pretraining (checkpoints, save-on-signal, loggers), validated after
 every epoch; the checkpoint of the best validation loss is scored on the test split. The
-run directory gets ``metrics.json`` (every metric, the per-class counts) and the
+run directory gets its record (every metric, the per-class counts) and the
 pretrained checkpoint's ``eval.jsonl`` gets one record, so that a checkpoint's evaluations
 accumulate in one place. A fine-tuned ``last.ckpt`` resumes an interrupted fine-tune.
 """
@@ -24,7 +24,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from analysis.records import RESULTS_FILE, append_records, write_metrics
+from analysis.records import RESULTS_FILE, append_records
+from analysis.run_record import Status, run_record, write_record
 from common.files import stable_hash
 from common.provenance import provenance
 from common.ranks import global_rank
@@ -140,41 +141,43 @@ def finetune_checkpoint(
         module, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )[0]
     names = metric_names(task.problem)
-    metrics = {
-        "status": "completed",
-        "mode": "finetune",
-        "arch": model_config.arch,
-        "task": task.name,
-        "init": ft.init,
-        "seed": settings.job.seed,
-        "pretrained": pretrained["checkpoint"],
-        "metric": task.metric,
-        "problem": task.problem,
-        "label_names": task.label_names,
-        "n": {split: len(rows) for split, rows in encoded.items()},
-        "step": trainer.global_step,
-        "best_val_loss": float(val["val/loss"]),
-        **{f"val_{name}": float(val[f"val/{name}"]) for name in names},
-        **{f"test_{name}": float(test[f"test/{name}"]) for name in names},
+    metrics = run_record(
+        Status.COMPLETED,
+        scores={
+            **{f"val_{name}": float(val[f"val/{name}"]) for name in names},
+            **{f"test_{name}": float(test[f"test/{name}"]) for name in names},
+        },
+        mode="finetune",
+        arch=model_config.arch,
+        task=task.name,
+        init=ft.init,
+        seed=settings.job.seed,
+        pretrained=pretrained["checkpoint"],
+        metric=task.metric,
+        problem=task.problem,
+        label_names=task.label_names,
+        n={split: len(rows) for split, rows in encoded.items()},
+        step=trainer.global_step,
+        best_val_loss=float(val["val/loss"]),
         **(
             {}
             if val_confusion is None
             else {"val_confusion": val_confusion, "test_confusion": module.confusion["test"]}
         ),
-        "examples_per_sec": timer.examples_per_sec(),
-        "seconds_per_epoch": timer.seconds_per_epoch(),
-        "started_at": started_at,
-        "finished_at": time.time(),
-        "threads": torch.get_num_threads(),
-        "best_ckpt": best,
-        "overrides": settings.overrides,
-        "config": protocol_record(ft),
-        "provenance": provenance(
+        examples_per_sec=timer.examples_per_sec(),
+        seconds_per_epoch=timer.seconds_per_epoch(),
+        started_at=started_at,
+        finished_at=time.time(),
+        threads=torch.get_num_threads(),
+        best_ckpt=best,
+        overrides=settings.overrides,
+        config=protocol_record(ft),
+        provenance=provenance(
             trainer_settings.trainer.precision, trainer_settings.trainer.accelerator
         ),
-    }
+    )
     if trainer.is_global_zero:
-        write_metrics(out_dir, metrics)
+        write_record(out_dir, metrics)
         _record(metrics, protocol_of(ft), pretrained["checkpoint"])
         _print_results(metrics)
         refresh(out_dir)
@@ -184,7 +187,7 @@ def finetune_checkpoint(
 
 
 def protocol_record(ft: FinetuneConfig) -> dict[str, Any]:
-    """The fine-tuning settings as metrics.json records them (``config``): JSON's types, so
+    """The fine-tuning settings as the run's record holds them (``config``): JSON's types, so
     that a record read back compares equal."""
     return json.loads(json.dumps({f"finetune.{k}": v for k, v in asdict(ft).items()}))
 

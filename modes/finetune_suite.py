@@ -30,8 +30,9 @@ from typing import Any
 
 import lightning as L
 
-from analysis.records import RESULTS_FILE, append_records, markdown_table, read_metrics
+from analysis.records import RESULTS_FILE, append_records, markdown_table
 from analysis.records import read_records as read_record_lines
+from analysis.run_record import Status, read_record
 from common.files import stable_hash, write_text_atomically
 from conf.finetune_config import FINETUNE_INITS, SUITE
 from conf.schema import FinetuneConfig, Settings
@@ -61,7 +62,7 @@ def finetune_suite(
     _record(pretrained, settings.finetune, tasks, rows)
     print(f"\n{table}\nwrote {written}")
     return {
-        "status": "completed",
+        "status": Status.COMPLETED,
         "mode": "finetune",
         "task": settings.finetune.task,
         "init": settings.finetune.init,
@@ -137,8 +138,8 @@ def _run_task(
 ) -> dict[str, Any]:
     """One task's fine-tune into ``run_dir``: its metrics, read back when it completed with
     these settings; resumed from its ``last.ckpt`` when it was interrupted."""
-    done = read_metrics(run_dir)
-    if done is not None and done.get("status") == "completed":
+    done = read_record(run_dir)
+    if done is not None and done.get("status") == Status.COMPLETED:
         if done.get("config") != protocol_record(ft) or done.get("seed") != settings.job.seed:
             raise ValueError(
                 f"{run_dir} holds a fine-tune with other settings; give the suite another "

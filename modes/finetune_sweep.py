@@ -3,7 +3,7 @@ and its configurations compared on the task (``modes/finetune.py`` dispatches he
 
 The jobs' checkpoints are the ones ``mode=eval`` finds in a sweep directory (each job's
 ``checkpoints/best.ckpt``, ``modes.inference.checkpoints_to_evaluate``); a job whose
-``metrics.json`` does not say ``completed`` is not fine-tuned and counts as failed. Each
+record does not say ``completed`` is not fine-tuned and counts as failed. Each
 fine-tune is ``mode=finetune`` on one job's checkpoint with this command's settings and the
 job's own ``seed`` where the sweep swept it (the pretraining's seeds are the replicates, and a
 scratch arm's networks differ as theirs do), into its own run directory ``OUTPUT_DIR/JOB``,
@@ -27,7 +27,8 @@ from typing import Any
 
 import lightning as L
 
-from analysis.records import METRICS_FILE, collect_runs, format_value, markdown_table, read_run
+from analysis.records import format_value, markdown_table
+from analysis.run_record import Status, collect_runs, has_record, read_run, record_path
 from analysis.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -57,7 +58,7 @@ def finetune_sweep(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> 
         best = jobs.get(job["run"])
         pretraining = {"run": job["run"], "overrides": job.get("overrides", {})}
         if best is None:  # not fine-tuned: a failed job of its configuration
-            runs.append({**pretraining, "status": "failed"})
+            runs.append({**pretraining, "status": Status.FAILED})
             continue
         seed = int(job.get("overrides", {}).get(REPLICATE_KEY, settings.job.seed))
         job_settings = replace(
@@ -92,11 +93,11 @@ def _finished(settings: Settings, pretrained: Path) -> dict[str, Any] | None:
     directory with these settings and seed (an interrupted sweep goes on where it stopped);
     None when there is none."""
     out = Path(settings.job.output_dir)
-    if not (out / METRICS_FILE).is_file():
+    if not has_record(out):
         return None
     done = read_run(out, "it is fine-tuned again")
     same = (
-        done.get("status") == "completed"
+        done.get("status") == Status.COMPLETED
         and done.get("seed") == settings.job.seed
         and done.get("pretrained") == str(pretrained.resolve())
         and done.get("config") == protocol_record(settings.finetune)
@@ -116,15 +117,17 @@ def finetune_one(
 
 
 def completed_jobs(sweep: Path) -> dict[str, Path]:
-    """Job name -> best checkpoint, for the jobs of ``sweep`` whose metrics.json says
+    """Job name -> best checkpoint, for the jobs of ``sweep`` whose record says
     completed; none is refused in one line."""
     found = checkpoints_to_evaluate(sweep)
     statuses = {job["run"]: job.get("status") for job in collect_runs(sweep)}
-    jobs = {c.parents[1].name: c for c in found if statuses.get(c.parents[1].name) == "completed"}
+    jobs = {
+        c.parents[1].name: c for c in found if statuses.get(c.parents[1].name) == Status.COMPLETED
+    }
     if not jobs:
         counted = ", ".join(f"{name}: {status}" for name, status in statuses.items())
         raise ValueError(
-            f"no job of the sweep {sweep} has completed ({counted or 'no metrics.json'}); "
+            f"no job of the sweep {sweep} has completed ({counted or f'no {record_path().name}'}); "
             "fine-tuning needs each job's finished checkpoint: resume the sweep (run its "
             "command again) or pass one checkpoint as ckpt_path"
         )
@@ -137,11 +140,11 @@ def write_finetune_summary(
     """The configurations table of the fine-tuned jobs (see the module docstring) and the
     markdown file it is written to in ``sweep``."""
     ft = settings.finetune
-    metric = next(r["metric"] for r in runs if r.get("status") == "completed")
+    metric = next(r["metric"] for r in runs if r.get("status") == Status.COMPLETED)
     scored = f"test_{metric}"
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
     configs = group_runs(runs, keys, metric=scored, higher_is_better=True)
-    completed = next(r for r in runs if r.get("status") == "completed")
+    completed = next(r for r in runs if r.get("status") == Status.COMPLETED)
     if "runs" in completed:  # a suite: each task's metric beside the average
         extra = tuple(k for k in completed if k.startswith("test_") and k != scored)
     else:

@@ -1,6 +1,6 @@
 """Fitting under tinylm's interrupt policy, for every mode that trains (train, finetune).
 
-On SIGINT/SIGTERM the save-on-signal guard saves a resumable checkpoint, ``metrics.json``
+On SIGINT/SIGTERM the save-on-signal guard saves a resumable checkpoint, the run's record
 says "interrupted", and ``Interrupted`` carries the one line for the user (exit 130/143).
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import lightning as L
 
-from analysis.records import write_metrics
+from analysis.run_record import Status, run_record, write_record
 from common.provenance import provenance
 from conf.schema import Settings
 from modes import Interrupted
@@ -44,14 +44,14 @@ def fit(
                 signum,
             ) from err
         if trainer.is_global_zero:
-            status = {
-                "status": "interrupted",
-                "step": guard.step,
-                "resume_ckpt": str(guard.saved),
-                "overrides": settings.overrides,
-                "provenance": provenance(settings.trainer.precision, settings.trainer.accelerator),
-            }
-            write_metrics(out_dir, status)
+            status = run_record(
+                Status.INTERRUPTED,
+                step=guard.step,
+                resume_ckpt=str(guard.saved),
+                overrides=settings.overrides,
+                provenance=provenance(settings.trainer.precision, settings.trainer.accelerator),
+            )
+            write_record(out_dir, status)
         raise Interrupted(
             f"training interrupted by {name} at step {guard.step}; saved {guard.saved}. "
             f"Resume with: python train.py {mode}ckpt_path={guard.saved} (plus the same settings)",

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from analysis.plots import plot_head_maps, plot_prune_curve, plot_prune_curves
-from analysis.records import collect_runs, format_value, markdown_table, read_run
+from analysis.records import format_value, markdown_table
+from analysis.run_record import Status, collect_runs, read_run, record_path
 from analysis.summary import (
     REPLICATE_KEY,
     configuration_rows,
@@ -72,18 +73,19 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 
 def completed_jobs(sweep_dir: Path, checkpoints: Sequence[Path]) -> list[Path]:
-    """The checkpoints of the sweep's jobs whose metrics.json says completed; none is an
+    """The checkpoints of the sweep's jobs whose record says completed; none is an
     error that says so."""
     done = [
         ckpt
         for ckpt in checkpoints
-        if (read_run(ckpt.parent.parent, "the job is left out") or {}).get("status") == "completed"
+        if (read_run(ckpt.parent.parent, "the job is left out") or {}).get("status")
+        == Status.COMPLETED
     ]
     if not done:
         raise ValueError(
             f"{sweep_dir} holds no completed job ({len(checkpoints)} with a checkpoint, none "
-            "with a completed metrics.json); let the sweep finish (re-run its command) or pass "
-            "one run's checkpoint"
+            f"with a completed {record_path().name}); let the sweep finish (re-run its command) "
+            "or pass one run's checkpoint"
         )
     return done
 

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.records import METRICS_FILE, warn
+from analysis.records import warn
+from analysis.run_record import has_record, record_path
 from conf.schema import Settings
 
 
@@ -26,8 +27,9 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     written = write_report(where, settings.summary.target_loss) if where else None
     if written is None:
         raise ValueError(
-            f"ckpt_path={target} holds no run: pass a run directory (with a {METRICS_FILE}), a "
-            "sweep directory (its runs below it) or a checkpoint inside a run directory"
+            f"ckpt_path={target} holds no run: pass a run directory (with a "
+            f"{record_path().name}), a sweep directory (its runs below it) or a checkpoint "
+            "inside a run directory"
         )
     print(f"tinylm: wrote {written}")
     return {"report": str(written)}
@@ -39,7 +41,7 @@ def report_dir(path: Path) -> Path | None:
     if path.is_dir():
         return path
     run_dir = path.parent.parent
-    return run_dir if (run_dir / METRICS_FILE).is_file() else None
+    return run_dir if has_record(run_dir) else None
 
 
 def refresh(path: Path, target_loss: float | None = None) -> None:

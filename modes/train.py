@@ -1,9 +1,9 @@
 """``mode=train``: data -> tokenizer -> task -> ``Trainer.fit`` -> a run directory.
 
 The run directory (``output_dir``) gets ``tokenizer.json``, ``checkpoints/best.ckpt`` and
-``last.ckpt`` (self-contained) and ``metrics.json``. With ``ckpt_path`` the run resumes.
-Under a multirun, a job re-run in its sweep directory is skipped when it completed and resumed
-when it left a ``last.ckpt``.
+``last.ckpt`` (self-contained) and its record (``analysis/run_record.py``). With
+``ckpt_path`` the run resumes. Under a multirun, a job re-run in its sweep directory is skipped
+when it completed and resumed when it left a ``last.ckpt``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from analysis.records import DamagedRecord, read_metrics, warn, write_metrics
+from analysis.records import DamagedRecord, warn
+from analysis.run_record import FINISHED, Status, read_record, run_record, write_record
 from common.provenance import code_label, code_version, provenance, same_code
 from common.ranks import global_rank
 from conf.schema import Settings
@@ -112,43 +113,43 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     best = checkpointing.best_model_score
     last = {k: float(v) for k, v in trainer.callback_metrics.items()}
     pruned = any(isinstance(c, PruneHopelessTrial) and c.pruned_at is not None for c in callbacks)
-    metrics = {
+    metrics = run_record(
         # pruned: an Optuna search's pruner stopped it (training/pruning.py)
-        "status": "pruned" if pruned else "completed",
-        "arch": model_config.arch,
-        "step": trainer.global_step,
-        "best_val_loss": float(best) if best is not None else last.get("val/loss"),
-        "val_loss": last.get("val/loss"),
-        "val_ppl": last.get("val/ppl"),
-        "val_bpc": last.get("val/bpc"),
-        "val_bpb": last.get("val/bpb"),
-        "val_acc": last.get("val/acc"),
-        "tokens_per_sec": task.tokens_per_sec(),
-        "train_seconds": train_seconds,
+        Status.PRUNED if pruned else Status.COMPLETED,
+        arch=model_config.arch,
+        step=trainer.global_step,
+        best_val_loss=float(best) if best is not None else last.get("val/loss"),
+        val_loss=last.get("val/loss"),
+        val_ppl=last.get("val/ppl"),
+        val_bpc=last.get("val/bpc"),
+        val_bpb=last.get("val/bpb"),
+        val_acc=last.get("val/acc"),
+        tokens_per_sec=task.tokens_per_sec(),
+        train_seconds=train_seconds,
         # What the training steps consumed (resumed runs included; validation excluded):
         # the currency of trainer.budget and of the sweep summary's time to a target loss.
-        "consumed": {
+        consumed={
             "steps": trainer.global_step,
             "tokens": task.consumed["tokens"],
             "flops": task.consumed["tokens"] * task.flops_per_token,
             "seconds": task.consumed["seconds"],
         },
-        "flops_per_token": task.flops_per_token,
+        flops_per_token=task.flops_per_token,
         # When and how the job ran: parallel sweep jobs overlap, each on its share of threads.
-        "started_at": started_at,
-        "finished_at": time.time(),
-        "threads": torch.get_num_threads(),
-        "best_ckpt": checkpointing.best_model_path,
-        "val_curve": task.val_curve,
-        "overrides": settings.overrides,
-        "config": {f"model.{k}": v for k, v in model_config.to_dict().items()},
-        "provenance": provenance(settings.trainer.precision, settings.trainer.accelerator),
+        started_at=started_at,
+        finished_at=time.time(),
+        threads=torch.get_num_threads(),
+        best_ckpt=checkpointing.best_model_path,
+        val_curve=task.val_curve,
+        overrides=settings.overrides,
+        config={f"model.{k}": v for k, v in model_config.to_dict().items()},
+        provenance=provenance(settings.trainer.precision, settings.trainer.accelerator),
         **counts,
-    }
+    )
     if trainer.is_global_zero:
-        write_metrics(out_dir, metrics)
+        write_record(out_dir, metrics)
         metrics["sample"] = _final_report(task, datamodule, settings, metrics)
-        write_metrics(out_dir, metrics)  # with the closing sample, which the run's page shows
+        write_record(out_dir, metrics)  # with the closing sample, which the run's page shows
         refresh(out_dir)
     finish_logger(trainer)
     return metrics
@@ -172,7 +173,7 @@ def _sweep_job_state(
     leaves a "running" one, so that even a job killed before its first checkpoint is
     recognised."""
     try:
-        stored = read_metrics(out_dir)
+        stored = read_record(out_dir)
     except DamagedRecord as err:  # stop rather than overwrite it: it may be a finished run's
         raise SweepConflict(
             f"{err}, so whether {out_dir} holds this job cannot be checked; delete that file "
@@ -181,10 +182,10 @@ def _sweep_job_state(
         ) from None
     if stored is None:
         if global_rank() == 0:
-            write_metrics(out_dir, {"status": "running", "overrides": overrides})
+            write_record(out_dir, run_record(Status.RUNNING, overrides=overrides))
     else:
         _check_same_job(out_dir, stored.get("overrides", {}), overrides)
-    if stored is not None and stored.get("status") in ("completed", "pruned"):
+    if stored is not None and stored.get("status") in FINISHED:
         if _ran_other_code(out_dir, stored, rerun_changed):
             return None, resume
         print(
@@ -213,7 +214,8 @@ def _ran_other_code(out_dir: Path, stored: dict[str, Any], rerun_changed: bool) 
     warn(f"{ran}; sweep.rerun_changed=true: training it again from scratch")
     if global_rank() == 0:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
-        write_metrics(out_dir, {"status": "running", "overrides": stored.get("overrides", {})})
+        running = run_record(Status.RUNNING, overrides=stored.get("overrides", {}))
+        write_record(out_dir, running)
     return True
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import modes.eval
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.sweep_summary import write_sweep_summary
 from conf.hydra_runtime import parse_settings
 from data.config import DataConfig
@@ -96,7 +96,7 @@ def test_eval_records_bpb_of_the_text_scored(unicode_run: Path, tmp_path: Path) 
 def test_the_sweep_summary_shows_the_mean_bpb(tmp_path: Path) -> None:
     values = {("1", "1"): 2.0, ("1", "2"): 2.2, ("2", "1"): 3.0, ("2", "2"): 3.4}
     for job, ((heads, seed), bpb) in enumerate(values.items()):
-        write_metrics(
+        write_record(
             tmp_path / str(job),
             {
                 "status": "completed",

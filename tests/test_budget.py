@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import training.task
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.summary import group_runs
 from analysis.sweep_summary import write_sweep_summary
 from analysis.time_to_target import first_reached, target_rows, target_section
@@ -258,7 +258,7 @@ def _curve_run(root: Path, job: int, width: str, seed: str, curve: list[list[flo
         "val_curve": curve,
         "flops_per_token": 1000,
     }
-    write_metrics(root / str(job), record)
+    write_record(root / str(job), record)
 
 
 def test_time_to_target_reads_the_first_validation_at_or_below_it() -> None:

@@ -15,7 +15,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from analysis.records import DamagedRecord, append_records, read_metrics, write_metrics
+from analysis.records import DamagedRecord, append_records
+from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_sweep_summary
 from modes import SweepConflict
 from modes.eval import by_configuration
@@ -107,7 +108,7 @@ def _sweep(root: Path, damaged: str) -> Path:
         curve = [[5, loss + 1.0], [10, loss]]
         overrides = {"model.num_heads": heads, "logger": "none"}
         record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
-        write_metrics(root / str(job), {**record, "val_curve": curve})
+        write_record(root / str(job), {**record, "val_curve": curve})
     (root / "2").mkdir()
     (root / "2" / "metrics.json").write_text(damaged)
     return root
@@ -157,7 +158,7 @@ def test_a_sweep_rerun_stops_at_a_damaged_metrics_json_and_keeps_it(tmp_path: Pa
         _sweep_job_state(sweep / "2", None, {"model.num_heads": "2", "logger": "none"})
     assert (sweep / "2" / "metrics.json").read_text() == DAMAGE["truncated"][0]
     with pytest.raises(DamagedRecord, match="line 1 column"):
-        read_metrics(sweep / "2")
+        read_record(sweep / "2")
 
 
 # --------------------------------------------------------------------------- not a checkpoint

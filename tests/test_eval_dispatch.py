@@ -26,7 +26,7 @@ import torch
 import modes.eval
 import modes.eval_classifier
 import modes.eval_harness
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from conf.schema import Settings
 from data.config import DataConfig
 from data.evaluation import data_to_evaluate
@@ -297,7 +297,7 @@ def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
     accuracy = {}
     for job, (dropout, seed) in enumerate((("0.0", 1), ("0.1", 2))):
         ckpt = _with_weights_drawn_from(base, seed, sweep / str(job) / "checkpoints" / "best.ckpt")
-        write_metrics(ckpt.parent.parent, {"overrides": {"model.dropout": dropout}})
+        write_record(ckpt.parent.parent, {"overrides": {"model.dropout": dropout}})
         accuracy[dropout] = _pair_accuracy(ckpt, PAIRS)
     assert accuracy["0.0"] != accuracy["0.1"]  # so the table has a best
     pairs = tmp_path / "pairs.jsonl"

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import modes.eval
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.summary import by_configuration
 from conf.hydra_runtime import parse_settings
 from conf.schema import OptimConfig, Settings
@@ -266,7 +266,7 @@ def test_a_sweep_table_has_the_loss_then_the_other_metrics_and_names_a_damaged_r
     rows = []
     for job, (heads, seed, loss) in enumerate((("2", "1", 2.0), ("2", "2", 2.2), ("4", "1", 3.0))):
         run_dir = tmp_path / str(job)
-        write_metrics(run_dir, {"overrides": {"model.num_heads": heads, "seed": seed}})
+        write_record(run_dir, {"overrides": {"model.num_heads": heads, "seed": seed}})
         ckpt = str(run_dir / "checkpoints" / "best.ckpt")
         rows.append({"checkpoint": ckpt, "loss": loss, "ppl": math.exp(loss), "acc": 0.5})
     damaged = tmp_path / "3"

@@ -14,7 +14,7 @@ import pytest
 
 import modes.eval
 import modes.heads
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from conf.hydra_runtime import parse_settings
 from conf.schema import HeadsConfig
 from tests.conftest import compose_config
@@ -80,7 +80,7 @@ def _sweep(root: Path, ckpt: Path, jobs: list[tuple[str, str, str]]) -> Path:
             (job / "checkpoints" / stale).unlink(missing_ok=True)
         shutil.copy(job / "checkpoints" / ckpt.name, job / "checkpoints" / "best.ckpt")
         overrides = {"model.dropout": dropout, "seed": seed}
-        write_metrics(job, {"status": status, "overrides": overrides, "best_val_loss": 1.0})
+        write_record(job, {"status": status, "overrides": overrides, "best_val_loss": 1.0})
     return root
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.sweep_summary import write_sweep_summary
 from conf.command_line import check_command_line
 from conf.hydra_runtime import OPTUNA_SEARCH
@@ -518,7 +518,7 @@ def test_the_summary_of_a_search_names_its_best_trial_and_draws_no_heatmap(
     for job, (lr, loss) in enumerate([("0.001", 2.5), ("0.003", 2.25), ("0.002", 2.75)]):
         overrides = {"optim.lr": lr, "logger": "none"}
         record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
-        write_metrics(tmp_path / str(job), record)
+        write_record(tmp_path / str(job), record)
     OmegaConf.save({"hydra": {"sweeper": {"_target_": OPTUNA_SEARCH}}}, tmp_path / "multirun.yaml")
     results = {"name": "optuna", "best_params": {"optim.lr": 0.003}, "best_value": 2.25}
     OmegaConf.save(results, tmp_path / "optimization_results.yaml")
@@ -541,7 +541,7 @@ def test_the_summary_of_a_stored_search_has_its_section_and_history(tmp_path: Pa
         status = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}[state]
         overrides = {"optim.lr": str(0.001 * (number + 1))}
         record = {"status": status, "best_val_loss": loss or 3.0, "overrides": overrides}
-        write_metrics(tmp_path / str(number), record)
+        write_record(tmp_path / str(number), record)
         trials.append(
             {
                 "number": number,

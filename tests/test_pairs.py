@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import modes.eval
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.summary import configuration_rows, configuration_table, group_runs
 from conf.hydra_runtime import parse_settings
 from data.pairs import builtin_pairs, frame_sentence, read_pairs
@@ -242,7 +242,7 @@ def test_a_sweep_is_summarised_by_configuration(tiny_checkpoints, tmp_path) -> N
         run_dir = sweep / str(job)
         (run_dir / "checkpoints").mkdir(parents=True)
         shutil.copy(tiny_checkpoints["decoder"], run_dir / "checkpoints" / "best.ckpt")
-        write_metrics(run_dir, {"status": "completed", "overrides": {"seed": seed}})
+        write_record(run_dir, {"status": "completed", "overrides": {"seed": seed}})
     results = _evaluate(sweep, "eval.pairs=builtin", f"output_dir={tmp_path}")
     assert len(results["results"]) == 2 * 3
     table = results["configurations"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.records import read_metrics, write_metrics
+from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_sweep_summary
 from common.provenance import code_version, differing_runs, provenance
 from modes.train import _sweep_job_state
@@ -72,7 +72,7 @@ def _run(commit: str, torch: str = "2.13.0") -> dict:
 def test_jobs_on_other_code_are_named_in_the_summary(tmp_path: Path) -> None:
     commits = ["a" * 40, "b" * 40, "a" * 40, "a" * 40]
     for job, commit in enumerate(commits):
-        write_metrics(
+        write_record(
             tmp_path / str(job),
             {
                 "status": "completed",
@@ -81,7 +81,7 @@ def test_jobs_on_other_code_are_named_in_the_summary(tmp_path: Path) -> None:
                 "provenance": _run(commit, torch="2.12.0" if job == 1 else "2.13.0"),
             },
         )
-    write_metrics(tmp_path / "4", {"status": "completed", "best_val_loss": 2.5, "overrides": {}})
+    write_record(tmp_path / "4", {"status": "completed", "best_val_loss": 2.5, "overrides": {}})
     write_sweep_summary(tmp_path)
     (line,) = [x for x in (tmp_path / "summary.md").read_text().splitlines() if "Provenance" in x]
     assert "run 1 (commit bbbbbbb, torch 2.12.0)" in line
@@ -101,7 +101,7 @@ def test_a_rerun_on_changed_code_says_so_and_reruns_when_asked(
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "best.ckpt").write_bytes(b"old")
     old = {"status": "completed", "overrides": {"a": "1"}, "provenance": _run("c" * 40)}
-    write_metrics(tmp_path, old)
+    write_record(tmp_path, old)
     done, resume = _sweep_job_state(tmp_path, None, {"a": "1"}, rerun_changed)
     message = capsys.readouterr().err
     assert f"{tmp_path} completed on commit ccccccc, not this checkout's" in message
@@ -109,7 +109,7 @@ def test_a_rerun_on_changed_code_says_so_and_reruns_when_asked(
         assert done is None and resume is None  # trained again, from scratch
         assert "training it again" in message
         assert not (tmp_path / "checkpoints").exists()
-        assert read_metrics(tmp_path)["status"] == "running"
+        assert read_record(tmp_path)["status"] == "running"
     else:
         assert done["status"] == "completed" and "its results are reused" in message
         assert (tmp_path / "checkpoints" / "best.ckpt").read_bytes() == b"old"
@@ -117,6 +117,6 @@ def test_a_rerun_on_changed_code_says_so_and_reruns_when_asked(
 
 def test_a_rerun_on_the_same_code_says_nothing(tmp_path: Path, capsys) -> None:
     same = {"status": "completed", "overrides": {}, "provenance": provenance("32-true")}
-    write_metrics(tmp_path, same)
+    write_record(tmp_path, same)
     assert _sweep_job_state(tmp_path, None, {}, True)[0]["status"] == "completed"
     assert "completed on" not in capsys.readouterr().err

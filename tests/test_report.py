@@ -20,8 +20,8 @@ import pytest
 
 import modes.eval
 import modes.heads
-from analysis.records import read_metrics, write_metrics
 from analysis.report_page import REPORT_FILE, write_report
+from analysis.run_record import read_record, write_record
 from common.provenance import code_version
 from conf.hydra_runtime import parse_settings
 from tests.browser import CHROMIUM, Browser
@@ -161,7 +161,7 @@ def _mismatches(sweep: Path) -> list[str]:
     recorded = _recorded(sweep)
     groups: dict[str, list[str]] = {}
     for name in recorded["best_val_loss"]:
-        overrides = read_metrics(sweep / name)["overrides"]
+        overrides = read_record(sweep / name)["overrides"]
         groups.setdefault(f"model.dropout={overrides['model.dropout']}", []).append(name)
     wrong = []
     assert set(recorded) == {k for k in page.keys if k}, "the columns are the recorded metrics"
@@ -202,7 +202,7 @@ def test_each_command_rewrote_the_page_and_the_runs_record_provenance(sweep: Pat
     page = (sweep / REPORT_FILE).read_text()
     assert "4 completed" in page and "0 failed" in page and "0 pruned" in page
     for job in "0123":
-        metrics = read_metrics(sweep / job)
+        metrics = read_record(sweep / job)
         assert metrics["provenance"]["code"] == code_version()
         assert metrics["provenance"]["precision"] == "32-true"
         assert (sweep / job / REPORT_FILE).is_file()  # each run's own page
@@ -231,9 +231,9 @@ def planted(sweep: Path, tmp_path_factory) -> list[Path]:
     """The sweep's page with a failed job whose error and swept value are planted markup,
     and the fine-tune's page (its task's class name is)."""
     copy = _copy(sweep, tmp_path_factory.mktemp("planted") / "sweep")
-    overrides = {**read_metrics(sweep / "0")["overrides"], "model.dropout": PLANTED["swept"]}
+    overrides = {**read_record(sweep / "0")["overrides"], "model.dropout": PLANTED["swept"]}
     failed = {"status": "failed", "error": PLANTED["error"], "overrides": overrides}
-    write_metrics(copy / "4", failed)
+    write_record(copy / "4", failed)
     write_report(copy)
     return [copy / REPORT_FILE, sweep.parent / "ft" / REPORT_FILE]
 
@@ -300,7 +300,7 @@ def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
     (tmp_path / "multirun.yaml").write_text(f"hydra:\n  sweeper:\n    _target_: {sweeper}\n")
     for trial, (lr, loss) in enumerate([("0.001", 5.0), ("0.003", 4.5), ("0.01", None)]):
         status = {"status": "completed", "best_val_loss": loss} if loss else {"status": "failed"}
-        write_metrics(tmp_path / str(trial), {**status, "overrides": {"optim.lr": lr}})
+        write_record(tmp_path / str(trial), {**status, "overrides": {"optim.lr": lr}})
     html = write_report(tmp_path).read_text()
     assert "search history" in html and 'id="heatmap-choice"' not in html
     assert "2 completed" in html and "1 failed" in html

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.significance import (
     _beta_fraction,
     holm_adjusted,
@@ -110,7 +110,7 @@ def _sweep(root: Path, losses: dict[str, list[float]]) -> list[dict[str, str]]:
         for seed, loss in enumerate(values, start=1):
             overrides = {"model.num_heads": heads, "seed": str(seed)}
             record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
-            write_metrics(root / str(job), record)
+            write_record(root / str(job), record)
             job += 1
     write_sweep_summary(root)
     with open(root / "summary.csv") as f:

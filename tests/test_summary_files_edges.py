@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.summary import MEANS
 from analysis.sweep_summary import write_sweep_summary
 
@@ -39,7 +39,7 @@ def test_a_sweep_directory_without_runs_gets_no_files(tmp_path: Path) -> None:
 
 def test_a_sweep_over_seeds_alone_is_one_configuration_without_a_heatmap(tmp_path: Path) -> None:
     for job, loss in enumerate((2.0, 2.2)):
-        write_metrics(tmp_path / str(job), _run(loss, seed=str(job + 1)))
+        write_record(tmp_path / str(job), _run(loss, seed=str(job + 1)))
     written = write_sweep_summary(tmp_path)
     assert [p.name for p in written] == [
         "summary.csv",
@@ -70,7 +70,7 @@ def test_runs_without_curves_get_no_curve_figure_and_failures_keep_their_error(
         _run(None, "1", **{"model.num_heads": "4"}),
     ]
     for job, run in enumerate(runs):
-        write_metrics(tmp_path / str(job), run)
+        write_record(tmp_path / str(job), run)
     written = write_sweep_summary(tmp_path)
     assert [p.name for p in written] == [
         "summary.csv",
@@ -98,7 +98,7 @@ def test_the_summary_explains_itself_and_lists_the_configurations_beyond_noise(
     for heads, values in losses.items():
         for seed, loss in enumerate(values, start=1):
             run = _run(loss, str(seed), **{"model.num_heads": heads})
-            write_metrics(tmp_path / str(job), {**run, "config": {"model.dropout": 0.1}})
+            write_record(tmp_path / str(job), {**run, "config": {"model.dropout": 0.1}})
             job += 1
     (tmp_path / str(job)).mkdir()
     (tmp_path / str(job) / "metrics.json").write_text("{damaged")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import analysis.summary
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.significance import ALPHA
 from analysis.summary import (
     Configuration,
@@ -155,7 +155,7 @@ def _evaluated_sweep(
         recorded = {"overrides": {"model.num_heads": heads, "seed": seed}}
         if provenance is not None:
             recorded["provenance"] = provenance[job]
-        write_metrics(run_dir, recorded)
+        write_record(run_dir, recorded)
         records.append({"checkpoint": str(run_dir / "checkpoints" / "best.ckpt"), **metrics})
     return records
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.summary import MEANS
 from analysis.sweep_summary import Ranking, ranking, write_sweep_summary
 from conf.hydra_runtime import OPTUNA_SEARCH
@@ -89,10 +89,10 @@ def _write_fine_tunes(sweep: Path) -> None:
     job = 0
     for lr, accuracies in _ACCURACIES.items():
         for seed, accuracy in enumerate(accuracies, start=1):
-            write_metrics(sweep / str(job), _fine_tune(accuracy, seed, lr))
+            write_record(sweep / str(job), _fine_tune(accuracy, seed, lr))
             job += 1
     failed = {"status": "failed", "error": "out of memory", "overrides": {"finetune.lr": "0.001"}}
-    write_metrics(sweep / str(job), {**failed, "overrides": {**failed["overrides"], "seed": "3"}})
+    write_record(sweep / str(job), {**failed, "overrides": {**failed["overrides"], "seed": "3"}})
 
 
 def test_ranking_takes_the_metric_of_the_first_completed_fine_tune() -> None:
@@ -208,7 +208,7 @@ def test_the_time_to_a_target_loss_is_in_the_csv_and_its_own_section(
     for job, ((heads, seed), curve) in enumerate(_CURVES.items()):
         run = _run(curve[-1][1], seed, **{"model.num_heads": heads})
         run.update(val_curve=curve, flops_per_token=_FLOPS_PER_TOKEN)
-        write_metrics(tmp_path / str(job), run)
+        write_record(tmp_path / str(job), run)
     write_sweep_summary(tmp_path, target_loss=2.5)
     assert capsys.readouterr().err == ""  # pretraining runs have the curve it reads
     columns, rows = _csv(tmp_path / "summary.csv")
@@ -248,7 +248,7 @@ def _search_sweep(sweep: Path, runs: dict[str, tuple[str, str, float]]) -> None:
     for job, (lr, heads, loss) in runs.items():
         overrides = {"optim.lr": lr, "model.num_heads": heads}
         record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
-        write_metrics(sweep / job, record)
+        write_record(sweep / job, record)
     multirun = {"hydra": {"sweeper": {"_target_": OPTUNA_SEARCH, "n_trials": len(runs)}}}
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(multirun))
 
@@ -267,7 +267,7 @@ def test_a_search_without_its_record_names_the_best_trial_of_optimization_result
     """Run 1 has the best value but other settings; run 2 has both; run 3, the best value
     and no recorded settings (a metrics.json written without its overrides)."""
     _search_sweep(tmp_path, _TRIALS)
-    write_metrics(tmp_path / "3", {"status": "completed", "best_val_loss": 2.25})
+    write_record(tmp_path / "3", {"status": "completed", "best_val_loss": 2.25})
     results = {"name": "optuna", "best_params": {"optim.lr": 0.003, "model.num_heads": 4}}
     results["best_value"] = 2.25
     (tmp_path / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
@@ -363,7 +363,7 @@ def test_runs_on_other_code_are_named_after_the_explanation(tmp_path: Path) -> N
     commits = ("a" * 40, "a" * 40, "b" * 40)
     for job, commit in enumerate(commits):
         run = _run(2.0 + job / 10, str(job + 1))
-        write_metrics(tmp_path / str(job), {**run, "provenance": {"code": {"commit": commit}}})
+        write_record(tmp_path / str(job), {**run, "provenance": {"code": {"commit": commit}}})
     write_sweep_summary(tmp_path)
     explanation = _explanation(3, 1, "best_val_loss", "the 0 comparisons", "")
     provenance = (

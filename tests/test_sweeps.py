@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from analysis.plots import heatmap_cells, mean_curve
-from analysis.records import write_metrics
+from analysis.run_record import write_record
 from analysis.summary import group_runs
 from analysis.sweep_summary import write_sweep_summary
 from modes import SweepConflict
@@ -45,7 +45,7 @@ def _fake_sweep(root: Path, losses: dict[tuple[str, str], float | None]) -> Path
                 "overrides": overrides,
                 "val_curve": curve,
             }
-        write_metrics(root / str(job), record)
+        write_record(root / str(job), record)
     return root
 
 
@@ -128,7 +128,7 @@ def test_heatmap_cells_and_curves_come_from_the_configurations(tmp_path: Path) -
     sweep = _fake_sweep(tmp_path, LOSSES)
     written = write_sweep_summary(sweep)
     assert {p.name for p in written} >= {"heatmap_val_loss.png", "curves_val_loss.png"}
-    from analysis.records import collect_runs
+    from analysis.run_record import collect_runs
 
     configs = group_runs(collect_runs(sweep), ["model.num_heads"])
     rows, cols, cells = heatmap_cells(configs, ["model.num_heads"])
@@ -145,7 +145,7 @@ def test_an_all_failed_cell_is_marked_failed(tmp_path: Path) -> None:
     write_sweep_summary(sweep)
     rows = {r["model.num_heads"]: r for r in _csv(sweep / "summary.csv")}
     assert (rows["2"]["n"], rows["2"]["failed"], rows["2"]["best_val_loss_mean"]) == ("0", "2", "")
-    from analysis.records import collect_runs
+    from analysis.run_record import collect_runs
 
     _, _, cells = heatmap_cells(
         group_runs(collect_runs(sweep), ["model.num_heads"]), ["model.num_heads"]
@@ -262,7 +262,7 @@ def test_rerun_with_other_values_stops_and_keeps_the_old_results(tmp_path: Path)
 def test_same_job_check_names_the_differences(tmp_path: Path) -> None:
     from modes.train import _sweep_job_state
 
-    write_metrics(tmp_path, {"status": "completed", "overrides": {"a": "1", "b": "2"}})
+    write_record(tmp_path, {"status": "completed", "overrides": {"a": "1", "b": "2"}})
     assert _sweep_job_state(tmp_path, None, {"a": "1", "b": "2"})[0]["status"] == "completed"
     with pytest.raises(SweepConflict, match=r"a=5 \(there: 1\), c=3 \(there: None\)"):
         _sweep_job_state(tmp_path, None, {"a": "5", "b": "2", "c": "3"})
@@ -376,7 +376,7 @@ def test_eval_over_a_sweep_groups_seeds_as_the_summary_does(tmp_path: Path) -> N
     for job, ((heads, seed), loss) in enumerate(LOSSES.items()):
         if loss is None:
             continue
-        write_metrics(tmp_path / str(job), {"overrides": {"model.num_heads": heads, "seed": seed}})
+        write_record(tmp_path / str(job), {"overrides": {"model.num_heads": heads, "seed": seed}})
         ckpt = tmp_path / str(job) / "checkpoints" / "best.ckpt"
         rows.append({"checkpoint": str(ckpt), "loss": loss, "ppl": math.exp(loss)})
     table = by_configuration(rows)

@@ -20,13 +20,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from analysis.run_record import record_path
 from models.config import closest
 
 # Heartbeats and their retry callback are "experimental" in Optuna 5 (since v2.8): tinylm's
 # resume rests on them, and its tests say when their interface changes.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-# Objective names that read a job's consumed compute (metrics.json's "consumed").
+# Objective names that read a job's consumed compute (its record's "consumed").
 CONSUMED = ("steps", "tokens", "flops", "seconds")
 # Objectives whose every value is a loss: minimised or nothing.
 LOSSES = ("best_val_loss", "val_loss")
@@ -223,7 +224,7 @@ def fail_killed_trials(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> list[float]:
-    """The values of ``objectives`` in a job's ``metrics.json``: its keys (``best_val_loss``,
+    """The values of ``objectives`` in a job's record: its keys (``best_val_loss``,
     ``params``, ``flops_per_token``, ...) or what it consumed (``steps``, ``tokens``,
     ``flops``, ``seconds``). An objective the job did not record is a ValueError."""
     values = []
@@ -238,7 +239,7 @@ def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> l
             guess = f" (did you mean {hint}?)" if hint else ""
             raise ValueError(
                 f"hydra.sweeper.objectives: {name} is not recorded by this search's jobs{guess}; "
-                f"their metrics.json has: {', '.join(recorded)}"
+                f"their {record_path().name} has: {', '.join(recorded)}"
             )
         values.append(float(value))
     return values
