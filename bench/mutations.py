@@ -113,7 +113,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/test_head_gate.py",
         "tests/test_heads_edges.py",
     ),
-    "training/classification.py": (
+    "features/finetune/task.py": (
         "tests/test_classifier.py",
         "tests/test_classifier_edges.py",
     ),

@@ -4,7 +4,7 @@ Hydra answers a mistyped key (``model.num_head=4``) with advice to add ``+``, af
 tinylm's did-you-mean comes only on a second try, and a mistyped group choice (``model=gtp``)
 with its search path. Checked here on the command line's own words, read with Hydra's
 argument and override parsers, both get one line before any data is read or any job of a
-sweep starts. Each group's keys are its dataclass's fields (``conf.schema.GROUPS``, the top
+sweep starts. Each group's keys are its dataclass's fields (``conf.schema.all_groups``, the top
 level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. Values are left to the
 dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's, but
 for ``hydra.sweeper.params.KEY``: its KEY is checked as the Optuna search's, and the override
@@ -23,7 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override
 from hydra.errors import OverrideParseException
 
-from conf.schema import GROUPS, JobConfig
+from conf.schema import JobConfig, all_groups
 from models.config import check_names, closest
 
 CONF = Path(__file__).resolve().parent
@@ -44,7 +44,8 @@ def check_command_line(argv: Sequence[str]) -> None:
         return  # a syntax error: Hydra's message points at it
     # --config-path swaps the primary config directory: its groups are not known here.
     choices = {} if args.config_path else group_choices([CONF, *_extra_dirs(args.config_dir)])
-    groups = tuple(sorted({*GROUPS, *choices}))
+    known = all_groups()
+    groups = tuple(sorted({*known, *choices}))
     top_level = (*_field_names(JobConfig), *groups)
     keys: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (prefix, valid keys) -> keys
     retired: dict[str, dict[str, str]] = {}  # prefix -> the group's retired keys
@@ -65,12 +66,12 @@ def check_command_line(argv: Sequence[str]) -> None:
         if not rest and head in choices:
             for choice in _chosen(override):
                 _check_choice(head, choice, choices[head])
-        elif rest and head in GROUPS:
+        elif rest and head in known:
             name, _, below = rest.partition(".")  # data.path.train: path
-            scope = (f"{shown}{head}.", _field_names(GROUPS[head]))
-            retired[scope[0]] = getattr(GROUPS[head], "RETIRED_KEYS", {})
+            scope = (f"{shown}{head}.", _field_names(known[head]))
+            retired[scope[0]] = getattr(known[head], "RETIRED_KEYS", {})
             keys.setdefault(scope, []).append(name)
-            nested = getattr(GROUPS[head], "NESTED", {}).get(name)
+            nested = getattr(known[head], "NESTED", {}).get(name)
             if nested is not None and below:  # trainer.budget.flops: flops, a BudgetConfig's
                 nested_scope = (f"{shown}{head}.{name}.", _field_names(nested))
                 keys.setdefault(nested_scope, []).append(below.split(".")[0])

@@ -31,6 +31,7 @@ from analysis.records import RESULTS_FILE, append_records, format_value, markdow
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
+from conf.features import checkpoint_handler, features
 from conf.schema import Settings
 from data.datamodule import LMDataModule
 from data.evaluation import ScoredText
@@ -42,7 +43,6 @@ from modes.scoring import record_head, scored_batches, task_and_data
 from training.checkpoint import (
     check_language_model,
     check_no_model_overrides,
-    is_classifier,
     read_checkpoint,
     use_weights,
 )
@@ -100,12 +100,11 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         return eval_harness.run(settings, callbacks)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
-    first = read_checkpoint(checkpoints[0])  # a fine-tuned classifier is scored on labelled text
-    from modes import eval_classifier
-
-    if is_classifier(first["hyper_parameters"]):
-        return eval_classifier.run(settings, checkpoints, first, callbacks)
-    eval_classifier.check_no_classifier_options(settings, checkpoints[0])
+    first = read_checkpoint(checkpoints[0])
+    handler = checkpoint_handler(first["hyper_parameters"], "eval")
+    if handler is not None:  # a feature's checkpoint (a fine-tuned classifier: labelled text)
+        return handler(settings, checkpoints, first, callbacks)
+    check_no_feature_settings(settings, checkpoints[0])
     read = {checkpoints[0]: first}  # each checkpoint read once
     del first
     if settings.eval.pairs is None:
@@ -135,6 +134,20 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     print(f"wrote {out}")
     refresh(target)
     return {**results, "eval_jsonl": str(out)}
+
+
+def check_no_feature_settings(settings: Settings, ckpt: Path) -> None:
+    """A language model given a feature's settings (``finetune.*`` chooses a fine-tuned
+    classifier's labelled text): refused, not ignored."""
+    for feature in features():
+        keys = [k for k in settings.overrides if k.partition(".")[0] in feature.groups]
+        if keys:
+            group = keys[0].partition(".")[0]
+            raise ValueError(
+                f"{keys[0]} is not read when mode=eval scores a language model, and {ckpt} is "
+                f"one: drop the {group}.* settings (they are for python train.py "
+                f"mode={next(iter(feature.modes), group)} ckpt_path={ckpt})"
+            )
 
 
 def evaluate_checkpoint(

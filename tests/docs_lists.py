@@ -188,8 +188,9 @@ NOT_RUNNABLE = {
     "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt finetune.task=files "
     "'finetune.path={topic: glue_local/topic, overlap: {path: glue_local/overlap, problem: "
     "regression}}'": (
-        "reads the folders python -m bench.glue_local writes, and the docs' commands run in no "
-        "fixed order; composed only: tests/test_finetune_suite.py runs a two-task suite of such "
+        "reads the folders python -m features.finetune.glue_local writes, and the docs' "
+        "commands run in no fixed order; composed only: tests/features/finetune/"
+        "test_finetune_suite.py runs a two-task suite of such "
         "folders end to end"
     ),
     **dict.fromkeys(
@@ -315,7 +316,7 @@ QUICK = {
         *("--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1", "--bf16"),
     ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
-    "python -m bench.glue_local glue_local": ["glue_local"],
+    "python -m features.finetune.glue_local glue_local": ["glue_local"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
     # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms run as
     # one, the fullest, whose options include the others'.

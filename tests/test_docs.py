@@ -180,7 +180,7 @@ def write_inputs(ws: Path) -> None:
     """The small files the docs' commands name, in the scratch directory."""
     from pydoc_data.topics import topics
 
-    from data.labelled import builtin_examples
+    from features.finetune.labelled import builtin_examples
 
     paragraphs = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if p.strip()]
     text = "\n\n".join(paragraphs)

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import torch
 
+import features.finetune.evaluate
 import modes.eval
-import modes.eval_classifier
 import modes.eval_harness
 from analysis.records import write_metrics
 from conf.schema import Settings
@@ -144,7 +144,7 @@ def test_classifiers_are_handed_to_their_evaluation_with_the_first_one_read(
     sweep = tmp_path / "sweep"
     found = [_classifier(sweep / job / "checkpoints" / "best.ckpt") for job in ("0", "1")]
     evaluation = _Calls(returned={"results": ["classifier rows"]})
-    monkeypatch.setattr(modes.eval_classifier, "run", evaluation)
+    monkeypatch.setattr(features.finetune.evaluate, "run", evaluation)
     settings, callbacks = eval_settings(sweep, tmp_path), [_Scored()]
     result, _ = _run(settings, callbacks)
     assert result == {"results": ["classifier rows"]}
@@ -159,9 +159,9 @@ def test_a_language_model_given_finetune_settings_is_refused_by_name(tmp_path: P
     with pytest.raises(ValueError) as error:
         _run(eval_settings(ckpt, tmp_path, "finetune.task=builtin"))
     assert str(error.value) == (
-        f"finetune.task chooses labelled text for a fine-tuned classifier, but {ckpt} is a "
-        "language model: drop the finetune.* settings (to fine-tune it: python train.py "
-        f"mode=finetune ckpt_path={ckpt})"
+        f"finetune.task is not read when mode=eval scores a language model, and {ckpt} is "
+        "one: drop the finetune.* settings (they are for python train.py mode=finetune "
+        f"ckpt_path={ckpt})"
     )
 
 

@@ -66,7 +66,7 @@ def _section(summary: str, heading: str) -> str:
 
 
 def _fine_tune(accuracy: float, seed: int, lr: str, metric: str = "accuracy") -> dict:
-    """A completed fine-tune's metrics.json (modes/finetune_checkpoint.py's fields)."""
+    """A completed fine-tune's metrics.json (features/finetune/one_checkpoint.py's fields)."""
     return {
         "status": "completed",
         "mode": "finetune",

@@ -2,9 +2,9 @@
 
 What ``ckpt_path`` names picks the path: a checkpoint (a fine-tuned ``last.ckpt`` resumes its
 interrupted fine-tune) or a run directory (its ``checkpoints/best.ckpt``) is one fine-tune,
-``modes/finetune_checkpoint.py``; a sweep directory, every completed job's
-(``modes/finetune_sweep.py``); a suite of tasks (``finetune.task=glue``, or ``files`` with a
-mapping of tasks to folders) is ``modes/finetune_suite.py``.
+``features/finetune/one_checkpoint.py``; a sweep directory, every completed job's
+(``features/finetune/sweep.py``); a suite of tasks (``finetune.task=glue``, or ``files`` with a
+mapping of tasks to folders) is ``features/finetune/suite.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import lightning as L
 
 from conf.schema import Settings
-from modes.finetune_sweep import finetune_one, finetune_sweep
+from features.finetune.sweep import finetune_one, finetune_sweep
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:

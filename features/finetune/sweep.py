@@ -1,5 +1,5 @@
 """``mode=finetune ckpt_path=SWEEP_DIR``: every completed job of a pretraining sweep fine-tuned,
-and its configurations compared on the task (``modes/finetune.py`` dispatches here).
+and its configurations compared on the task (``features/finetune/command.py`` dispatches here).
 
 The jobs' checkpoints are the ones ``mode=eval`` finds in a sweep directory (each job's
 ``checkpoints/best.ckpt``, ``modes.inference.checkpoints_to_evaluate``); a job whose
@@ -37,8 +37,8 @@ from analysis.summary import (
 )
 from common.files import write_text_atomically
 from conf.schema import Settings
-from modes.finetune_checkpoint import finetune_checkpoint, protocol_record
-from modes.finetune_suite import finetune_suite
+from features.finetune.one_checkpoint import finetune_checkpoint, protocol_record
+from features.finetune.suite import finetune_suite
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
 
@@ -99,7 +99,7 @@ def _finished(settings: Settings, pretrained: Path) -> dict[str, Any] | None:
         done.get("status") == "completed"
         and done.get("seed") == settings.job.seed
         and done.get("pretrained") == str(pretrained.resolve())
-        and done.get("config") == protocol_record(settings.finetune)
+        and done.get("config") == protocol_record(settings.group("finetune"))
     )
     if same:
         print(f"tinylm: {out} holds this fine-tune, completed: read, not run again")
@@ -110,7 +110,7 @@ def finetune_one(
     settings: Settings, ckpt: Path, callbacks: Sequence[L.Callback] = ()
 ) -> dict[str, Any]:
     """One pretrained checkpoint fine-tuned on the task, or on every task of a suite."""
-    if settings.finetune.suite() is not None:
+    if settings.group("finetune").suite() is not None:
         return finetune_suite(settings, ckpt, callbacks)
     return finetune_checkpoint(settings, ckpt, callbacks)
 
@@ -136,7 +136,7 @@ def write_finetune_summary(
 ) -> tuple[str, Path]:
     """The configurations table of the fine-tuned jobs (see the module docstring) and the
     markdown file it is written to in ``sweep``."""
-    ft = settings.finetune
+    ft = settings.group("finetune")
     metric = next(r["metric"] for r in runs if r.get("status") == "completed")
     scored = f"test_{metric}"
     keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]

@@ -1,9 +1,9 @@
 """One fine-tune: a classifier on one pretrained checkpoint, judged on a task (``mode=finetune``
-with a checkpoint or run directory; ``modes/finetune.py`` dispatches here).
+with a checkpoint or run directory; ``features/finetune/command.py`` dispatches here).
 
 The pretrained checkpoint gives the architecture, the weights (``finetune.init=pretrained``;
 ``scratch``: the same architecture from random weights, seeded by ``seed``) and the
-tokenizer; ``data.labelled`` gives the task's splits. The classifier trains through the
+tokenizer; ``features.finetune.labelled`` gives the task's splits. The classifier trains through the
 same Lightning layer as pretraining (checkpoints, save-on-signal, loggers), validated after
 every epoch; the checkpoint of the best validation loss is scored on the test split. The
 run directory gets ``metrics.json`` (every metric, the per-class counts) and the
@@ -28,14 +28,15 @@ from analysis.records import RESULTS_FILE, append_records, write_metrics
 from common.files import stable_hash
 from common.provenance import provenance
 from common.ranks import global_rank
-from conf.schema import FinetuneConfig, Settings
-from data.classification import ClassificationDataModule, encode_examples
+from conf.schema import Settings
 from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
+from features.finetune.config import FinetuneConfig
+from features.finetune.encoding import ClassificationDataModule, encode_examples
+from features.finetune.task import ClassificationTask, metric_names
 from models.config import ModelConfig
 from modes.fitting import fit
 from modes.report import refresh
-from training.checkpoint import check_no_model_overrides, is_classifier, read_checkpoint
-from training.classification import ClassificationTask, metric_names
+from training.checkpoint import check_no_model_overrides, read_checkpoint
 from training.precision import native_precision
 from training.trainer import finish_logger, training_trainer
 
@@ -52,7 +53,7 @@ def finetune_checkpoint(
     checkpoint = read_checkpoint(ckpt)
     hparams = checkpoint["hyper_parameters"]
     resume = None
-    if is_classifier(hparams):
+    if "classifier" in hparams:
         resume = str(ckpt)
         pretrained = _resumable(ckpt, checkpoint, settings)
     else:
@@ -60,7 +61,7 @@ def finetune_checkpoint(
     model_config = ModelConfig.from_dict(hparams["model_config"])
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     tokenizer = tokenizer_from_json(hparams["tokenizer_json"])
-    ft = settings.finetune
+    ft = settings.group("finetune")
     max_len = model_config.max_seq_len
     if ft.max_seq_len is not None and ft.max_seq_len > max_len:
         raise ValueError(
@@ -68,7 +69,7 @@ def finetune_checkpoint(
             f"({max_len} positions): give at most {max_len}, or null for all of it"
         )
     max_len = ft.max_seq_len or max_len
-    task = settings.finetune.labelled_task()
+    task = settings.group("finetune").labelled_task()
     encoded = {
         split: encode_examples(
             examples,
@@ -204,7 +205,7 @@ def _resumable(ckpt: Path, checkpoint: dict[str, Any], settings: Settings) -> di
     stored = hparams["finetune_config"]
     differ = [
         f"finetune.{k}={v} (checkpoint: {stored.get(k)})"
-        for k, v in asdict(settings.finetune).items()
+        for k, v in asdict(settings.group("finetune")).items()
         if stored.get(k) != v
     ]
     if differ:

@@ -1,9 +1,9 @@
 """Two fine-tuning tasks in GLUE's layout made offline from the built-in corpus, for the suite
-(``finetune.task=files finetune.path={TASK: FOLDER, ..}``, ``modes/finetune_suite.py``).
+(``finetune.task=files finetune.path={TASK: FOLDER, ..}``, ``features/finetune/suite.py``).
 
 Usage::
 
-    python -m bench.glue_local OUT_DIR
+    python -m features.finetune.glue_local OUT_DIR
 
 writes, each as ``train.jsonl`` and ``validation.jsonl`` (80/20, seeded; validation is the
 suite's test split, validation carved from train, as for GLUE):
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.labelled import builtin_examples
+from features.finetune.labelled import builtin_examples
 
 WORDS = 16  # each text of a pair: both fit 64 tokens together
 PAIRS = 1000

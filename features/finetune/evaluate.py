@@ -30,23 +30,26 @@ from analysis.records import RESULTS_FILE, append_records, format_value, markdow
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
-from conf.schema import FinetuneConfig, Settings
-from data.classification import ClassificationDataModule, encode_examples
-from data.labelled import Example, RawExample, files_examples, with_label_ids, with_scores
+from conf.schema import Settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
-from models.config import ModelConfig
-from modes.report import refresh
-from training.checkpoint import (
-    check_no_model_overrides,
-    load_classifier,
-    problem_of,
-    read_checkpoint,
+from features.finetune.checkpoints import load_classifier, problem_of
+from features.finetune.config import FinetuneConfig
+from features.finetune.encoding import ClassificationDataModule, encode_examples
+from features.finetune.labelled import (
+    Example,
+    RawExample,
+    files_examples,
+    with_label_ids,
+    with_scores,
 )
-from training.classification import (
+from features.finetune.task import (
     REGRESSION_METRIC_NAMES,
     classification_task_from_hparams,
     metric_names,
 )
+from models.config import ModelConfig
+from modes.report import refresh
+from training.checkpoint import check_no_model_overrides, read_checkpoint
 from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
@@ -111,31 +114,20 @@ def run(
     return {**results, "eval_jsonl": str(out)}
 
 
-def check_no_classifier_options(settings: Settings, ckpt: Path) -> None:
-    """A language model given the classifier evaluation's options: refused, not ignored."""
-    keys = [k for k in settings.overrides if k.startswith("finetune.")]
-    if keys:
-        raise ValueError(
-            f"{keys[0]} chooses labelled text for a fine-tuned classifier, but {ckpt} is a "
-            "language model: drop the finetune.* settings (to fine-tune it: "
-            f"python train.py mode=finetune ckpt_path={ckpt})"
-        )
-
-
 def _check_options(settings: Settings, ckpt: Path, classifier: dict[str, Any]) -> None:
     """A classifier given a language model's evaluation options, or fine-tuning settings that
     would change nothing, is refused in one line."""
-    task = classifier["task"]
-    if settings.finetune.suite() is not None:
+    task, finetune = classifier["task"], settings.group("finetune")
+    if finetune.suite() is not None:
         raise ValueError(
-            f"finetune.task={settings.finetune.task} with {settings.finetune.path or 'the Hub'} "
+            f"finetune.task={finetune.task} with {finetune.path or 'the Hub'} "
             "is a suite of tasks, for mode=finetune; mode=eval scores one: give one task "
             "(finetune.task=TASK, or finetune.task=files finetune.path=FILE)"
         )
     names = metric_names(problem_of(classifier))
-    if "finetune.metric" in settings.overrides and settings.finetune.metric not in names:
+    if "finetune.metric" in settings.overrides and finetune.metric not in names:
         raise ValueError(
-            f"finetune.metric={settings.finetune.metric} is not a metric of {ckpt}, a "
+            f"finetune.metric={finetune.metric} is not a metric of {ckpt}, a "
             f"{problem_of(classifier)} ({task}); choose one of {', '.join(names[1:])}"
         )
     for key in settings.overrides:
@@ -182,7 +174,7 @@ def evaluate_classifier(
     datamodule = _datamodule(examples, hparams, loaded.config)
     trainer = evaluation_trainer(settings, callbacks)
     scores = trainer.test(module, datamodule=datamodule, verbose=False)[0]
-    metric = settings.finetune.metric or classifier["metric"]
+    metric = settings.group("finetune").metric or classifier["metric"]
     names = metric_names(problem_of(classifier))
     metrics = {name: float(scores[f"test/{name}"]) for name in names}
     counts = (
@@ -231,7 +223,7 @@ def labelled_text(
                 "finetune.path=FILE"
             ) from None
         return _task_name(stored), split, _named_labels(task.splits[split], task.label_names)
-    ft = settings.finetune
+    ft = settings.group("finetune")
     if ft.task != "files":
         task = ft.labelled_task()
         return ft.task, split, _named_labels(task.splits[split], task.label_names)

@@ -20,9 +20,9 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from data.labelled import Example
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.tokenizer import special_tokens_of
+from features.finetune.labelled import Example
 
 
 def encode_pair(

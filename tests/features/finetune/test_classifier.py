@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from data.classification import PadCollator, encode_pair
-from data.labelled import Columns, load_task
-from models.classifier import SequenceClassifier, last_real_positions
+from features.finetune.classifier import SequenceClassifier, last_real_positions
+from features.finetune.encoding import PadCollator, encode_pair
+from features.finetune.labelled import Columns, load_task
+from features.finetune.task import accuracy, f1_score, matthews_correlation
 from tests.tiny_models import tiny_model
-from training.classification import accuracy, f1_score, matthews_correlation
 
 SPECIALS = SimpleNamespace(cls_id=2, sep_id=3, eos_id=1, pad_id=0)
 

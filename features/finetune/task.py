@@ -24,12 +24,13 @@ from torch import Tensor
 from torchmetrics import CatMetric, MeanMetric
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from conf.schema import FinetuneConfig, OptimConfig
-from models.classifier import SequenceClassifier
+from conf.schema import OptimConfig
+from features.finetune.checkpoints import classifier_outputs, problem_of
+from features.finetune.classifier import SequenceClassifier
+from features.finetune.config import FinetuneConfig
 from models.config import ModelConfig
 from models.transformer import build_model
 from training.callbacks import rng_states, set_rng_states
-from training.checkpoint import classifier_outputs, problem_of
 from training.optim import build_optimizer
 from training.task import warmup_cosine
 

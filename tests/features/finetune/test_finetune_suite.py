@@ -13,7 +13,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 
-from data.labelled import load_task
+from features.finetune.labelled import load_task
 from modes import Interrupted
 from tests.test_finetune import _copy, finetune
 from tests.test_regression import score_file

@@ -1,4 +1,4 @@
-"""The fine-tuning task's numbers (training/classification.py) recounted on hand-made batches
+"""The fine-tuning task's numbers (features/finetune/task.py) recounted on hand-made batches
 with an untrained tiny encoder, through a real Trainer in seconds: the validation and test
 loss (weighted by each batch's examples), accuracy, F1 and Matthews correlation of two and
 three classes with the confusion matrix kept for the record, a regression's Pearson and
@@ -7,7 +7,7 @@ metrics at their edges (one example, none, scores below 1); the training loss an
 non-finite one does; AdamW's groups, the fused kernel and the warmup-cosine schedule to 0,
 stepped every step; the random states a resume restores; and the task rebuilt from its
 hyper-parameters. Each test kills mutants that tests/test_classifier.py leaves alive
-(``python -m bench.mutations --module training/classification.py``)."""
+(``python -m bench.mutations --module features/finetune/task.py``)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ import torch
 from scipy import stats
 
 from conf.schema import FinetuneConfig
-from tests.test_metric_edges import _loader, _trainer, resumed_random_states_come_back_once
-from tests.tiny_models import VOCAB, tiny_config
-from training.classification import (
+from features.finetune.task import (
     ClassificationTask,
     accuracy,
     average_ranks,
@@ -35,6 +33,8 @@ from training.classification import (
     pearson,
     spearman,
 )
+from tests.test_metric_edges import _loader, _trainer, resumed_random_states_come_back_once
+from tests.tiny_models import VOCAB, tiny_config
 from training.task import warmup_cosine
 
 FINETUNE = FinetuneConfig(lr=1e-3, weight_decay=0.1, warmup_ratio=0.25)

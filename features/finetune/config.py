@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from data.labelled import (
+from features.finetune.labelled import (
     CLASSIFICATION_METRICS,
     GLUE,
     PROBLEMS,
@@ -21,7 +21,7 @@ from models.config import check_field_types, closest
 
 FINETUNE_INITS = ("pretrained", "scratch")
 FINETUNE_METRICS = (*CLASSIFICATION_METRICS, *REGRESSION_METRICS)
-SUITE = "glue"  # every GLUE task, one run each (modes/finetune_suite.py)
+SUITE = "glue"  # every GLUE task, one run each (features/finetune/suite.py)
 FINETUNE_TASKS = (*TASKS, SUITE)
 
 
@@ -32,7 +32,7 @@ class FinetuneConfig:
     task: ``builtin`` (which reference-documentation topic a paragraph of the built-in corpus
     comes from; no network), ``files`` (``path``: a .csv/.jsonl/.parquet file, its splits
     carved, or a {train:, validation:, test:} mapping; or a suite: a mapping of task names
-    to folders in GLUE's layout, ``modes/finetune_suite.py``), a GLUE task (cola, sst2,
+    to folders in GLUE's layout, ``features/finetune/suite.py``), a GLUE task (cola, sst2,
     mrpc, stsb, qqp, mnli, qnli, rte, wnli; from the Hub, or from the folder ``path`` in
     GLUE's layout) or ``glue`` (all nine from the Hub, one run each). text_column,
     text_pair_column (None: single texts) and label_column name a file's columns.
@@ -151,7 +151,7 @@ class FinetuneConfig:
         return Columns(self.text_column, self.text_pair_column, self.label_column)
 
     def labelled_task(self) -> LabelledTask:
-        """The task's examples per split as these settings choose them (``data.labelled``)."""
+        """The task's examples per split as these settings choose them (``labelled.py``)."""
         return load_task(
             self.task,
             path=self.path,

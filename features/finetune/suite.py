@@ -1,8 +1,8 @@
 """A suite of fine-tunes with one protocol: ``finetune.task=glue`` (GLUE's nine tasks from the
 Hub) or ``finetune.task=files finetune.path={TASK: FOLDER, ..}`` (local folders in GLUE's
-layout), and its table (``modes/finetune.py`` dispatches here).
+layout), and its table (``features/finetune/command.py`` dispatches here).
 
-Each task is a fine-tune of its own (``modes/finetune_checkpoint.py``) into
+Each task is a fine-tune of its own (``features/finetune/one_checkpoint.py``) into
 ``OUTPUT_DIR/TASK``, with its record in the pretrained checkpoint's ``eval.jsonl``. Run again
 with the same ``output_dir``, the suite skips a task whose run completed with these settings
 and resumes one that was interrupted (its ``last.ckpt``). A folder named by a GLUE task is
@@ -33,11 +33,11 @@ import lightning as L
 from analysis.records import RESULTS_FILE, append_records, markdown_table, read_metrics
 from analysis.records import read_records as read_record_lines
 from common.files import stable_hash, write_text_atomically
-from conf.finetune_config import FINETUNE_INITS, SUITE
-from conf.schema import FinetuneConfig, Settings
-from data.labelled import GLUE, glue_layout_columns, glue_split_file, glue_unavailable
+from conf.schema import Settings
+from features.finetune.config import FINETUNE_INITS, SUITE, FinetuneConfig
+from features.finetune.labelled import GLUE, glue_layout_columns, glue_split_file, glue_unavailable
+from features.finetune.one_checkpoint import finetune_checkpoint, protocol_of, protocol_record
 from modes import Interrupted
-from modes.finetune_checkpoint import finetune_checkpoint, protocol_of, protocol_record
 
 AVERAGE = "average"
 
@@ -47,7 +47,8 @@ def finetune_suite(
 ) -> dict[str, Any]:
     """Fine-tune ``ckpt`` on every task of the suite (skipping finished ones, resuming an
     interrupted one); the table over the checkpoint's records."""
-    tasks = suite_tasks(settings.finetune)
+    finetune = settings.group("finetune")
+    tasks = suite_tasks(finetune)
     out_dir = Path(settings.job.output_dir)
     runs = {}
     for name, ft in tasks.items():
@@ -55,16 +56,16 @@ def finetune_suite(
     pretrained = Path(runs[next(iter(runs))]["pretrained"])
     table, rows = suite_table(pretrained, tasks)
     written = write_text_atomically(
-        pretrained.parent / f"finetune_suite_{settings.finetune.task}.md",
+        pretrained.parent / f"finetune_suite_{finetune.task}.md",
         f"# Fine-tuning suite on {pretrained}\n\n{_legend(tasks)}\n\n{table}\n",
     )
-    _record(pretrained, settings.finetune, tasks, rows)
+    _record(pretrained, settings.group("finetune"), tasks, rows)
     print(f"\n{table}\nwrote {written}")
     return {
         "status": "completed",
         "mode": "finetune",
-        "task": settings.finetune.task,
-        "init": settings.finetune.init,
+        "task": settings.group("finetune").task,
+        "init": settings.group("finetune").init,
         "seed": settings.job.seed,
         "pretrained": str(pretrained),
         "metric": AVERAGE,

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
+import features.finetune.command
 import modes.eval
-import modes.finetune
 from conf.command_line import check_command_line
 from conf.hydra_runtime import parse_settings
-from data.classification import PadCollator, encode_examples
-from data.labelled import Columns, Example, load_task
 from data.tokenizer import special_tokens_of, tokenizer_from_json
+from features.finetune.encoding import PadCollator, encode_examples
+from features.finetune.labelled import Columns, Example, load_task
 from modes import Interrupted
 from tests.conftest import compose_config
 from tests.faults import SignalAtStep
@@ -458,8 +458,8 @@ def test_eval_of_a_language_model_refuses_the_classifier_options(
     ckpt = _copy(tiny_checkpoints["decoder"], tmp_path)
     _refused_eval(
         ckpt,
-        "finetune.task chooses labelled text for a fine-tuned classifier, but .* is a language "
-        "model",
+        "finetune.task is not read when mode=eval scores a language model, and .* is one: "
+        "drop the finetune",
         "finetune.task=files",
         "finetune.path=labelled.csv",
     )
@@ -526,7 +526,7 @@ def test_finetune_over_a_pretraining_sweep_groups_its_configurations(
     cfg = compose_config("mode=finetune", f"ckpt_path={sweep}", f"output_dir={out}", "seed=5")
     typed = replace(parse_settings(cfg), overrides={"seed": "5"})  # as Hydra's runtime has it
     with pytest.raises(ValueError, match=r"^seed=5: the sweep .* swept seed, .* drop seed="):
-        modes.finetune.run(typed)
+        features.finetune.command.run(typed)
 
 
 def _cells(table: str) -> list[list[str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conf.hydra_runtime import parse_settings
-from data.labelled import load_task
+from features.finetune.labelled import load_task
 from modes import MODES
 from tests.conftest import ROOT, TINY, compose_config, train_py
 

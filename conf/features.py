@@ -1,0 +1,100 @@
+"""Features: each folder of ``features/`` is one, found at run time, never listed.
+
+A feature folder's ``__init__.py`` defines ``FEATURE = Feature(...)``: the modes it adds, its
+config groups, the checkpoints it writes and what the core's commands do with them, and the
+Hydra plugins it brings. The core asks this module and imports no feature by name, so deleting
+a feature's folder (and its tests' folder) is its whole removal (ARCHITECTURE.md, "Features").
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FEATURES_DIR = Path(__file__).resolve().parent.parent / "features"
+
+
+@dataclass(frozen=True)
+class Feature:
+    """What one feature adds to the core. Hooks are ``"module:function"`` strings, imported
+    only when called, so finding the features costs no feature's heavy imports.
+
+    modes: ``mode=NAME`` -> the module whose ``run(settings, callbacks)`` runs it.
+    groups: config group -> the dataclass that validates it (its field defaults are the
+        group's defaults: no YAML to keep in step).
+    checkpoint_key: the ``hyper_parameters`` key that marks the checkpoints it writes.
+    checkpoint_modes: a core mode (eval, generate, export) -> the hook that takes such a
+        checkpoint over, ``(settings, checkpoints, first, callbacks) -> dict``; ``first`` is the
+        first checkpoint's contents, already read. Other modes refuse the checkpoint with
+        ``describe_checkpoint``'s line, ``(path, hparams, mode) -> str``.
+    conf_dir: a folder of Hydra config groups (``conf/hydra/sweeper/*.yaml``) that Hydra
+        searches besides ``conf/`` (``hydra_plugins/tinylm_features.py``).
+    hydra_plugins: ``"module:Class"`` Hydra plugins (a sweeper) for Hydra to find.
+    train_callbacks: ``(settings) -> list`` of extra Lightning callbacks for ``mode=train``.
+    """
+
+    name: str
+    modes: Mapping[str, str] = field(default_factory=dict)
+    groups: Mapping[str, type] = field(default_factory=dict)
+    checkpoint_key: str | None = None
+    checkpoint_modes: Mapping[str, str] = field(default_factory=dict)
+    describe_checkpoint: str | None = None
+    conf_dir: Path | None = None
+    hydra_plugins: tuple[str, ...] = ()
+    train_callbacks: str | None = None
+
+
+@functools.cache
+def features() -> tuple[Feature, ...]:
+    """Every feature under ``features/``, in name order."""
+    if not FEATURES_DIR.is_dir():
+        return ()
+    found = []
+    for folder in sorted(FEATURES_DIR.iterdir()):
+        if (folder / "__init__.py").is_file():
+            found.append(importlib.import_module(f"features.{folder.name}").FEATURE)
+    return tuple(found)
+
+
+def hook(target: str) -> Callable[..., Any]:
+    """The function (or class) a ``"module:name"`` string names."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def feature_modes() -> dict[str, str]:
+    """Every feature's modes: mode -> module."""
+    return {mode: module for f in features() for mode, module in f.modes.items()}
+
+
+def feature_groups() -> dict[str, type]:
+    """Every feature's config groups: group -> dataclass."""
+    return {group: cls for f in features() for group, cls in f.groups.items()}
+
+
+def checkpoint_owner(hparams: Mapping[str, Any]) -> Feature | None:
+    """The feature that wrote a checkpoint with these hyper-parameters, if one did."""
+    return next((f for f in features() if f.checkpoint_key in hparams), None)
+
+
+def checkpoint_handler(hparams: Mapping[str, Any], mode: str) -> Callable[..., Any] | None:
+    """The hook of the feature that wrote a checkpoint with these hyper-parameters, for
+    ``mode``; None for a language model or a mode the feature does not take over."""
+    owner = checkpoint_owner(hparams)
+    target = owner.checkpoint_modes.get(mode) if owner is not None else None
+    return hook(target) if target else None
+
+
+def is_language_model(hparams: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint is a pretrained language model's (the training task's: it records
+    its data), rather than one a feature wrote."""
+    return "data_config" in hparams and checkpoint_owner(hparams) is None
+
+
+def train_callbacks(settings: Any) -> list[Any]:
+    """The extra Lightning callbacks the features add to ``mode=train``."""
+    return [cb for f in features() if f.train_callbacks for cb in hook(f.train_callbacks)(settings)]
