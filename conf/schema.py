@@ -15,7 +15,7 @@ files the data layer's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,10 @@ class Settings:
     def group(self, name: str) -> Any:
         """A feature's config group (``conf/features.py``), validated."""
         return self.features[name]
+
+    def with_group(self, name: str, config: Any) -> Settings:
+        """These settings with a feature's group replaced."""
+        return replace(self, features={**self.features, name: config})
 
     def run_name(self) -> str | None:
         """The run as loggers name it: its swept ``key=value`` pairs under a multirun, else

@@ -11,7 +11,12 @@ import re
 
 from tests.conftest import ROOT
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The guides, and each feature's own (features/NAME/README.md: removed with its folder).
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "features").glob("*/README.md")),
+]
 SHELL_TAGS = ("bash", "console")
 OTHER_TAGS = ("text", "yaml", "python")
 # A line of a non-shell block that would be a command: it must be in a bash block instead.

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.conftest import compose_config
+from modes import MODES
+from tests.conftest import ROOT, compose_config
 
 
 @pytest.mark.parametrize(
@@ -49,3 +51,11 @@ def test_a_command_reads_its_checkpoint_once(
         )
     )
     assert reads == [str(ckpt)]
+
+
+def test_the_readme_layout_lists_every_core_mode_and_the_features_folder() -> None:
+    readme = (ROOT / "README.md").read_text()
+    (line,) = [line for line in readme.splitlines() if line.startswith("train.py ")]
+    listed = re.search(r"\[mode=([a-z|]+)\]", line).group(1).split("|")
+    assert listed == list(MODES)
+    assert "\nanalysis/ " in readme and "\nfeatures/ " in readme

@@ -27,6 +27,7 @@ from training.checkpoint import (
     check_output_free,
     check_tokenizer_fits,
     loaded_checkpoint,
+    read_checkpoint,
 )
 
 # A fine-tuned classifier's transformers class per family, and the prefix of the base model's
@@ -60,9 +61,11 @@ def describe(path: str | Path, hparams: dict[str, Any], mode: str | None) -> str
     )
 
 
-def load_classifier(path: str | Path, checkpoint: dict[str, Any]) -> LoadedCheckpoint:
-    """Rebuild the ``SequenceClassifier`` of a fine-tuned checkpoint (its contents, read), in
-    eval mode on the CPU; a language model is refused, in one line."""
+def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) -> LoadedCheckpoint:
+    """Rebuild the ``SequenceClassifier`` of a fine-tuned checkpoint (``checkpoint``: its
+    contents, when read already), in eval mode on the CPU; a language model is refused, in
+    one line."""
+    checkpoint = checkpoint or read_checkpoint(path)
     hparams = checkpoint["hyper_parameters"]
     if "classifier" not in hparams:
         raise ValueError(

@@ -149,9 +149,7 @@ def _run_task(
         return _task_result(done, run_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     task_settings = replace(
-        settings,
-        finetune=ft,
-        job=replace(settings.job, output_dir=str(run_dir)),
+        settings.with_group("finetune", ft), job=replace(settings.job, output_dir=str(run_dir))
     )
     try:
         metrics = finetune_checkpoint(task_settings, last if last.is_file() else ckpt, callbacks)

@@ -21,7 +21,7 @@ import pytest
 import torch
 from scipy import stats
 
-from conf.schema import FinetuneConfig
+from features.finetune.config import FinetuneConfig
 from features.finetune.task import (
     ClassificationTask,
     accuracy,

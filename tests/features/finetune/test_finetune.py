@@ -18,13 +18,13 @@ import modes.eval
 from conf.command_line import check_command_line
 from conf.hydra_runtime import parse_settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
+from features.finetune.checkpoints import load_classifier
 from features.finetune.encoding import PadCollator, encode_examples
 from features.finetune.labelled import Columns, Example, load_task
 from modes import Interrupted
 from tests.conftest import compose_config
 from tests.faults import SignalAtStep
 from train import run
-from training.checkpoint import load_classifier
 
 # A few steps of a tiny protocol: 2 epochs of 4 batches of the small task below.
 QUICK = ["finetune.batch_size=8", "finetune.epochs=2", "finetune.lr=1e-3", "logger=none"]

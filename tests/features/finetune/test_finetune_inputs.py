@@ -5,14 +5,12 @@ and the README's list of modes."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from conf.hydra_runtime import parse_settings
 from features.finetune.labelled import load_task
-from modes import MODES
-from tests.conftest import ROOT, TINY, compose_config, train_py
+from tests.conftest import TINY, compose_config, train_py
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
@@ -65,11 +63,3 @@ def test_wandb_runs_without_the_anonymous_deprecation_warning(tmp_path) -> None:
     output = proc.stdout + proc.stderr
     assert "wandb:" in output  # W&B still speaks: nothing of its output is hidden
     assert "anonymous" not in output
-
-
-def test_the_readme_layout_lists_every_mode() -> None:
-    readme = (ROOT / "README.md").read_text()
-    (line,) = [line for line in readme.splitlines() if line.startswith("train.py ")]
-    listed = re.search(r"\[mode=([a-z|]+)\]", line).group(1).split("|")
-    assert listed == list(MODES)
-    assert Path(ROOT / "analysis").is_dir() and "\nanalysis/ " in readme

@@ -15,8 +15,8 @@ import pytest
 
 from features.finetune.labelled import load_task
 from modes import Interrupted
-from tests.test_finetune import _copy, finetune
-from tests.test_regression import score_file
+from tests.features.finetune.test_finetune import _copy, finetune
+from tests.features.finetune.test_regression import score_file
 
 QUICK = ["finetune.batch_size=16", "finetune.epochs=2", "finetune.lr=3e-3"]
 

@@ -15,13 +15,13 @@ from scipy import stats
 
 from conf.hydra_runtime import parse_settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
+from features.finetune.checkpoints import load_classifier
 from features.finetune.encoding import PadCollator, encode_examples
 from features.finetune.labelled import Example, load_task
 from features.finetune.task import average_ranks, pearson, spearman
 from tests.conftest import compose_config
-from tests.test_finetune import _copy, finetune
+from tests.features.finetune.test_finetune import _copy, finetune
 from train import run
-from training.checkpoint import load_classifier
 
 # Enough steps for the tiny BERT to learn the count and its scale: 12 epochs of 7 batches
 # (at 6 it ranks the texts but its predictions barely beat the constant's squared error).
