@@ -30,8 +30,8 @@ from analysis.summary import (  # noqa: E402
 
 
 class HeadMaps(Protocol):
-    """What the head maps draw: per-head [layer][head] values (``training.heads.HeadStats``
-    has them; the analysis library reads no torch)."""
+    """What the head maps draw: per-head [layer][head] values (the heads feature's
+    ``HeadStats`` has them; the analysis library reads no torch)."""
 
     entropy_uniform: float
     delta_loss: list[list[float]]

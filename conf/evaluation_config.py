@@ -1,9 +1,8 @@
 """The settings of the commands that read a trained checkpoint: ``eval``, ``summary``,
-``export`` and ``heads``; each dataclass validates itself (conf/schema.py gathers them)."""
+``sweep`` and ``export``; each dataclass validates itself (conf/schema.py gathers them)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,44 +180,3 @@ class ExportConfig:
                 f"export.format={self.format} is unknown; choose export.format=safetensors "
                 "(tinylm's file) or export.format=hf (a Hugging Face transformers folder)"
             )
-
-
-@dataclass
-class HeadsConfig:
-    """The ``heads`` block of conf/config.yaml: the head analysis's settings.
-
-    prune (``mode=eval`` only): gate heads off before scoring, either a fraction of all
-    heads in [0, 1] (the least important on the data scored first, never a layer's last
-    head, as on ``mode=heads``'s prune curve) or heads named ``LAYER:HEAD`` (both from 0; a
-    list ``[0:1,1:3]`` or one string ``0:1,1:3``). None scores every head.
-    """
-
-    prune: Any = None
-
-    def __post_init__(self) -> None:
-        value = self.prune
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float, str, list, tuple)):
-            raise ValueError(
-                f"heads.prune={value!r} must be a fraction of the heads (heads.prune=0.5) or "
-                "heads named LAYER:HEAD (heads.prune=[0:1,1:3])"
-            )
-        if isinstance(value, (int, float)):
-            if not 0 <= value <= 1:
-                raise ValueError(
-                    f"heads.prune={value} is outside [0, 1]: give the fraction of the heads to "
-                    "gate off (0.5: the least important half) or name them, "
-                    "heads.prune=[0:1,1:3]"
-                )
-            self.prune = float(value)
-            return
-        items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
-        names = [item.strip() for item in items if item.strip()]
-        bad = [n for n in names if not re.fullmatch(r"\d+:\d+", n)]
-        if bad or not names:
-            raise ValueError(
-                f"heads.prune names {', '.join(map(repr, bad)) or 'no head'}: write heads as "
-                "LAYER:HEAD (both from 0), heads.prune=[0:1,1:3], or a fraction heads.prune=0.5"
-            )
-        self.prune = list(dict.fromkeys(names))

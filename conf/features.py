@@ -34,7 +34,13 @@ class Feature:
     conf_dir: a folder of Hydra config groups (``conf/hydra/sweeper/*.yaml``) that Hydra
         searches besides ``conf/`` (``hydra_plugins/tinylm_features.py``).
     hydra_plugins: ``"module:Class"`` Hydra plugins (a sweeper) for Hydra to find.
-    train_callbacks: ``(settings) -> list`` of extra Lightning callbacks for ``mode=train``.
+    scoring: ``(settings, task, datamodule, text) -> dict``: called by ``mode=eval`` before it
+        scores text with a language model's ``task`` (the feature may change the network, as
+        the heads' ``heads.prune`` gates heads off); the fields it returns join the record.
+    eval_fields: the record fields ``scoring`` may add: they tell evaluations apart in
+        ``eval.jsonl`` and are shown in its table when present.
+    training_callbacks: ``(settings) -> list`` of extra Lightning callbacks for the modes that
+        train (``training.trainer.training_trainer``).
     """
 
     name: str
@@ -45,7 +51,9 @@ class Feature:
     describe_checkpoint: str | None = None
     conf_dir: Path | None = None
     hydra_plugins: tuple[str, ...] = ()
-    train_callbacks: str | None = None
+    scoring: str | None = None
+    eval_fields: tuple[str, ...] = ()
+    training_callbacks: str | None = None
 
 
 @functools.cache
@@ -95,6 +103,18 @@ def is_language_model(hparams: Mapping[str, Any]) -> bool:
     return "data_config" in hparams and checkpoint_owner(hparams) is None
 
 
-def train_callbacks(settings: Any) -> list[Any]:
-    """The extra Lightning callbacks the features add to ``mode=train``."""
-    return [cb for f in features() if f.train_callbacks for cb in hook(f.train_callbacks)(settings)]
+def training_callbacks(settings: Any) -> list[Any]:
+    """The extra Lightning callbacks the features add to the modes that train."""
+    hooks = [hook(f.training_callbacks) for f in features() if f.training_callbacks]
+    return [callback for made in hooks for callback in made(settings)]
+
+
+def eval_fields() -> tuple[str, ...]:
+    """Every feature's evaluation record fields (``Feature.eval_fields``)."""
+    return tuple(name for f in features() for name in f.eval_fields)
+
+
+def scoring_fields(settings: Any, task: Any, datamodule: Any, text: Any) -> dict[str, Any]:
+    """What the features' ``scoring`` hooks add to an evaluation record."""
+    hooks = [hook(f.scoring) for f in features() if f.scoring]
+    return {k: v for score in hooks for k, v in score(settings, task, datamodule, text).items()}

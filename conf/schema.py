@@ -24,7 +24,6 @@ from conf.evaluation_config import (
     WEIGHTS,
     EvalConfig,
     ExportConfig,
-    HeadsConfig,
     SummaryConfig,
     SweepConfig,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "BudgetConfig",
     "EvalConfig",
     "ExportConfig",
-    "HeadsConfig",
     "JobConfig",
     "LoggerConfig",
     "OptimConfig",
@@ -75,7 +73,6 @@ GROUPS = {
     "export": ExportConfig,
     "summary": SummaryConfig,
     "sweep": SweepConfig,
-    "heads": HeadsConfig,
 }
 
 
@@ -102,7 +99,6 @@ class Settings:
     export: ExportConfig
     summary: SummaryConfig
     sweep: SweepConfig
-    heads: HeadsConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
     job_num: int = 0
@@ -111,17 +107,9 @@ class Settings:
     features: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unread = [k for k, v in asdict(self.heads).items() if v != getattr(HeadsConfig, k)]
-        if unread and self.job.mode != "eval":
-            reason = (
-                "mode=heads analyses every head and draws the prune curve itself"
-                if self.job.mode == "heads"
-                else f"mode={self.job.mode} does not read it"
-            )
-            raise ValueError(
-                f"heads.{unread[0]} is for mode=eval (score with those heads gated off); "
-                f"{reason}: drop heads.{unread[0]}"
-            )
+        for config in self.features.values():  # a feature's setting this mode does not read
+            if hasattr(config, "check_mode"):
+                config.check_mode(self.job.mode)
 
     def group(self, name: str) -> Any:
         """A feature's config group (``conf/features.py``), validated."""

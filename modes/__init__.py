@@ -20,7 +20,6 @@ MODES = {
     "generate": "modes.generate",
     "attention": "modes.attention",
     "export": "modes.export",
-    "heads": "modes.heads",
     "report": "modes.report",
 }
 

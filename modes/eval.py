@@ -25,28 +25,24 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 
 from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
-from conf.features import checkpoint_handler, features
+from conf.features import checkpoint_handler, eval_fields, features, scoring_fields
 from conf.schema import Settings
-from data.datamodule import LMDataModule
-from data.evaluation import ScoredText
 from data.examples import check_stride
 from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
-from modes.scoring import record_head, scored_batches, task_and_data
+from modes.scoring import record_head, task_and_data
 from training.checkpoint import (
     check_language_model,
     check_no_model_overrides,
     read_checkpoint,
     use_weights,
 )
-from training.heads import Head, gated_off, head_importance, heads_to_prune, parse_heads
 from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
@@ -79,9 +75,8 @@ IDENTITY = (
     "paradigm",
     "weights",
     "weights_seed",
-    "heads_prune",
-    "heads_pruned",
     "precision",
+    *eval_fields(),
 )
 # Records written before eval.weights existed scored the trained weights, and before records
 # named their precision, in float32; pair and harness records are scored in float32.
@@ -89,11 +84,6 @@ _IDENTITY_DEFAULTS = {"weights": "trained", "precision": "32-true"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
-    if settings.heads.prune is not None and (settings.eval.harness or settings.eval.pairs):
-        raise ValueError(
-            "heads.prune gates heads off for tinylm's text scoring; eval.pairs and "
-            "eval.harness score the checkpoint whole: drop heads.prune or them"
-        )
     if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
         from modes import eval_harness  # imports the harness only when asked
 
@@ -108,12 +98,12 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     read = {checkpoints[0]: first}  # each checkpoint read once
     del first
     if settings.eval.pairs is None:
-        columns = COLUMNS if settings.heads.prune is None else (*COLUMNS, "heads_pruned")
         settings = native_precision(settings)
         rows = [
             evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None))
             for ckpt in checkpoints
         ]
+        columns = (*COLUMNS, *(f for f in eval_fields() if any(f in row for row in rows)))
     else:
         columns = eval_pairs.COLUMNS
         rows = eval_pairs.evaluate_all(checkpoints, settings, read)
@@ -137,9 +127,10 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 
 
 def check_no_feature_settings(settings: Settings, ckpt: Path) -> None:
-    """A language model given a feature's settings (``finetune.*`` chooses a fine-tuned
-    classifier's labelled text): refused, not ignored."""
-    for feature in features():
+    """A language model given the settings of a feature whose own checkpoints ``mode=eval``
+    hands it (``finetune.*`` chooses a fine-tuned classifier's labelled text): refused, not
+    ignored."""
+    for feature in (f for f in features() if f.checkpoint_key):
         keys = [k for k in settings.overrides if k.partition(".")[0] in feature.groups]
         if keys:
             group = keys[0].partition(".")[0]
@@ -165,10 +156,7 @@ def evaluate_checkpoint(
     stride = _stride(settings.eval.stride, arch, window)
     task, datamodule, text = task_and_data(checkpoint, settings, stride)
     use_weights(task.model, settings.eval.weights, settings.job.seed)
-    pruned = None
-    if settings.heads.prune is not None:
-        pruned = heads_to_gate_off(task.model, datamodule, text, settings.heads.prune)
-        task.head_mask = gated_off(task.model, pruned)
+    added = scoring_fields(settings, task, datamodule, text)  # heads gated off, say
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":
         results = trainer.validate(task, datamodule=datamodule, verbose=False)[0]
@@ -190,23 +178,8 @@ def evaluate_checkpoint(
         "characters": text.characters,
         "bytes": text.bytes,
         **metrics,
-        **(
-            {}
-            if pruned is None
-            else {"heads_prune": settings.heads.prune, "heads_pruned": [str(h) for h in pruned]}
-        ),
+        **added,
     }
-
-
-def heads_to_gate_off(
-    model: torch.nn.Module, datamodule: LMDataModule, text: ScoredText, prune: float | list[str]
-) -> list[Head]:
-    """``heads.prune``'s heads: those named (checked against the network), or the least
-    important ``prune`` of them on the data scored (``training.heads.heads_to_prune``)."""
-    cfg = model.config
-    if isinstance(prune, list):
-        return parse_heads(prune, cfg.num_layers, cfg.num_heads)
-    return heads_to_prune(head_importance(model.eval(), scored_batches(datamodule, text)), prune)
 
 
 def _stride(stride: int | None, arch: str, window: int) -> int | None:

@@ -7,6 +7,7 @@ A command added to the docs is run by ``tests/test_docs.py`` unless one of these
 
 from __future__ import annotations
 
+import importlib
 import re
 
 from tests.conftest import ROOT
@@ -33,13 +34,11 @@ PLACEHOLDERS = {
     "RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
     "BERT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
     "SWEEP": r"multirun/2026-01-01/\d\d-\d\d-\d\d",
-    "FT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
 }
 PRODUCERS = {
     "RUN": "python train.py",
     "BERT_RUN": "python train.py model=bert",
     "SWEEP": "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2",
-    "FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt",
 }
 
 # What a training command gets (see the module docstring): a model of one layer, two steps.
@@ -65,19 +64,10 @@ TINY_BUDGETS = {
     "trainer.budget.tokens": "1536",
     "trainer.budget.seconds": "2",
 }
-READER_MODES = (
-    "mode=eval",
-    "mode=generate",
-    "mode=attention",
-    "mode=export",
-    "mode=heads",
-    "mode=finetune",
-    "mode=report",
-)
-# mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps:
-# an epoch of the built-in task at this batch size, so it validates and writes the
-# checkpoints/best.ckpt that mode=eval ckpt_path=$FT_RUN reads.
-FINETUNE_STEPS = ["finetune.max_steps=2", "finetune.batch_size=512"]
+# The modes that read a checkpoint (every mode but train) take its model: no tiny keys. A
+# feature's mode may need arguments of its own to run in seconds (MODE_ARGS, from its
+# tests/features/NAME/docs_lists.py).
+MODE_ARGS: dict[str, list[str]] = {}
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
 HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
@@ -184,46 +174,6 @@ NOT_RUNNABLE = {
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=mrpc": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=stsb": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=glue": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt finetune.task=files "
-    "'finetune.path={topic: glue_local/topic, overlap: {path: glue_local/overlap, problem: "
-    "regression}}'": (
-        "reads the folders python -m features.finetune.glue_local writes, and the docs' "
-        "commands run in no fixed order; composed only: tests/features/finetune/"
-        "test_finetune_suite.py runs a two-task suite of such "
-        "folders end to end"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-            "finetune.task=files 'finetune.path={topic: glue_local/topic, overlap: {path: "
-            "glue_local/overlap, problem: regression}}' finetune.max_seq_len=64 seed=1",
-            "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-            "finetune.task=files 'finetune.path={topic: glue_local/topic, overlap: {path: "
-            "glue_local/overlap, problem: regression}}' finetune.max_seq_len=64 seed=1 "
-            "finetune.init=scratch",
-        ],
-        "the measured suite (~8 min each here); composed only: it is the suite above with the "
-        "protocol's keys, which tests/test_finetune_suite.py runs end to end",
-    ),
-    "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.init=pretrained,scratch seed=1,2,3": (
-        "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
-        "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py mode=finetune ckpt_path=$SWEEP",
-            "python train.py mode=finetune ckpt_path=$SWEEP finetune.init=scratch",
-        ],
-        "fine-tunes the 12 jobs of the docs' sweep, ~40 s even at two steps each; "
-        "tests/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
-    ),
     "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
         "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
         "is a mode=finetune run, as above"
@@ -250,10 +200,6 @@ NOT_RUNNABLE = {
     "hydra.sweep.dir=$SWEEP sweep.rerun_changed=true": (
         "the re-run above with sweep.rerun_changed=true: on unchanged code it skips every job "
         "as that one does; tests/test_provenance.py re-runs a job on changed code"
-    ),
-    "python train.py mode=heads ckpt_path=$SWEEP": (
-        "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
-        "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"
     ),
     **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
     "python -m bench.sweep --steps 100": (
@@ -321,7 +267,6 @@ QUICK = {
         *("--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1", "--bf16"),
     ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
-    "python -m features.finetune.glue_local glue_local": ["glue_local"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
     # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms run as
     # one, the fullest, whose options include the others'.
@@ -381,11 +326,6 @@ PROMISES = {
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
-    "python train.py mode=eval ckpt_path=$FT_RUN": ["$FT_RUN/eval.jsonl"],
-    "python train.py mode=heads ckpt_path=$RUN/checkpoints/best.ckpt": [
-        *("$RUN/checkpoints/heads.json", "$RUN/checkpoints/heads.png"),
-        "$RUN/checkpoints/prune_curve.png",
-    ],
     'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
         "$RUN/checkpoints/attention.png"
     ],
@@ -400,3 +340,16 @@ PROMISES = {
     "python -m bench.data --make-corpus big.txt": ["big.txt"],
     "TINYLM_CACHE=.cache/tinylm python train.py": [".cache/tinylm"],
 }
+
+
+def _merge_features() -> None:
+    """Each feature's entries (tests/features/NAME/docs_lists.py) for the commands of its
+    guide: removed with its folder, as the guide is."""
+    for path in sorted((ROOT / "tests" / "features").glob("*/docs_lists.py")):
+        own = importlib.import_module(f"tests.features.{path.parent.name}.docs_lists")
+        for table in (PLACEHOLDERS, PRODUCERS, NOT_RUNNABLE, QUICK, FAILS, PROMISES, MODE_ARGS):
+            name = next(k for k, v in globals().items() if v is table)
+            table.update(getattr(own, name, {}))
+
+
+_merge_features()

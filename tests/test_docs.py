@@ -63,14 +63,13 @@ from tests.docs_lists import (
     BESIDE,
     DOCS,
     FAILS,
-    FINETUNE_STEPS,
+    MODE_ARGS,
     NOT_RUNNABLE,
     OTHER_TAGS,
     PLACEHOLDERS,
     PRODUCERS,
     PROMISES,
     QUICK,
-    READER_MODES,
     SERVER,
     SHAKESPEARE,
     SHELL_LOOKING,
@@ -109,13 +108,19 @@ class Job:
     commands: list[str] = field(default_factory=list)  # the docs commands it stands for
 
 
+def reads_checkpoint(args: list[str]) -> bool:
+    """Whether the command is a mode that reads a checkpoint (any but train): it takes the
+    checkpoint's model, no tiny keys."""
+    return any(a.startswith("mode=") and a != "mode=train" for a in args)
+
+
 def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
     """The arguments ``python train.py ARGS`` runs with here (without an output directory),
     and the output directory the command names itself, if it does."""
     multirun = "-m" in args or "--multirun" in args
     keys = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
     result = list(args)
-    if tiny and not any(a.startswith(READER_MODES) for a in args):
+    if tiny and not reads_checkpoint(args):
         budgets = [k for k in keys if k in TINY_BUDGETS]
         result = [f"{k}={TINY_BUDGETS[k]}" if k in budgets else a for a, k in _keyed(result)]
         tiny_keys = {k: v for k, v in TINY.items() if not (budgets and k == "trainer.max_steps")}
@@ -126,8 +131,9 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
                 result.append(f"{key}={value}")
         if not any(k == "logger" or k.startswith("logger.") for k in keys):
             result.append("logger=none")
-    if tiny and "mode=finetune" in args and "finetune.max_steps" not in keys:
-        result.extend([*FINETUNE_STEPS, "logger=none"])
+    for mode, extra in MODE_ARGS.items():  # a feature's mode, made quick
+        if tiny and mode in args and not any(a.split("=")[0] in keys for a in extra[:1]):
+            result.extend([*extra, "logger=none"])
     return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
 
 
@@ -435,7 +441,7 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
         return
     assert result["rc"] == 0, f"{text} (as {job.argv[1:]}): exit {result['rc']}\n{log}"
     promised = list(PROMISES.get(text, []))
-    if job.out is not None and not any(a.startswith(READER_MODES) for a in job.argv):
+    if job.out is not None and not reads_checkpoint(job.argv):
         promised.append("{out}/summary.md" if "-m" in job.argv else "{out}/metrics.json")
     for item in promised:
         item = substitute(item.replace("{out}", job.out or ""), ran.dirs)

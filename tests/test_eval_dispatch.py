@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import torch
 
-import features.finetune.evaluate
 import modes.eval
 import modes.eval_harness
 from analysis.records import write_metrics
@@ -39,11 +38,9 @@ from tests.test_eval_edges import WINDOW, _checkpoint, _Scored, _windows_recount
 from training.checkpoint import load_checkpoint
 
 LAYERS, HEADS = 2, 4  # tests/tiny_models.py's tiny_config
-PRETRAINED = "/runs/pretrained/checkpoints/best.ckpt"
-CLASSIFIER = {"task": "sst2", "pretrained": {"checkpoint": PRETRAINED}}
 
 
-def _run(settings: Settings, callbacks: Sequence[Any] = ()) -> tuple[dict[str, Any], list[str]]:
+def run_eval(settings: Settings, callbacks: Sequence[Any] = ()) -> tuple[dict[str, Any], list[str]]:
     """``modes.eval.run``'s result and the lines it printed."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -51,7 +48,7 @@ def _run(settings: Settings, callbacks: Sequence[Any] = ()) -> tuple[dict[str, A
     return result, out.getvalue().splitlines()
 
 
-def _held_text(tmp_path: Path, paragraphs: list[str]) -> Path:
+def held_text(tmp_path: Path, paragraphs: list[str]) -> Path:
     held = tmp_path / "held.txt"
     held.write_text("\n\n".join(paragraphs) + "\n")
     return held
@@ -71,27 +68,11 @@ def _with_weights_drawn_from(ckpt: Path, seed: int, path: Path) -> Path:
     return path
 
 
-def _classifier(path: Path) -> Path:
-    """An untrained tiny decoder whose hyper-parameters say it is a classifier fine-tuned on
-    sst2 (nothing here loads it as one)."""
-    payload = torch.load(_checkpoint(path, "decoder", make_paragraphs(6)), weights_only=True)
-    payload["hyper_parameters"]["classifier"] = CLASSIFIER
-    torch.save(payload, path)
-    return path
-
-
-def _records(eval_jsonl: Path) -> list[dict[str, Any]]:
+def records_of(eval_jsonl: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in eval_jsonl.read_text().splitlines()]
 
 
-def _mask_without(heads: Sequence[tuple[int, int]]) -> torch.Tensor:
-    mask = torch.ones(LAYERS, HEADS)
-    for layer, head in heads:
-        mask[layer, head] = 0.0
-    return mask
-
-
-class _Calls:
+class Calls:
     """A stand-in for a command: records the arguments of each call, then returns
     ``returned``, or what ``then`` (the real command, to spy on it) returns for them."""
 
@@ -105,128 +86,17 @@ class _Calls:
         return self.then(*args) if self.then else self.returned
 
 
-@pytest.mark.parametrize("asked", ["eval.pairs=PAIRS", "eval.harness=hellaswag"])
-def test_heads_prune_with_pairs_or_harness_is_refused_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asked: str
-) -> None:
-    """Pairs and harness tasks score the checkpoint whole: a gate would be ignored."""
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text(json.dumps({"sentence_good": "a b", "sentence_bad": "b a"}) + "\n")
-    harness = _Calls(returned={"results": []})
-    monkeypatch.setattr(modes.eval_harness, "run", harness)
-    settings = eval_settings(ckpt, tmp_path, asked.replace("PAIRS", str(pairs)), "heads.prune=0.5")
-    with pytest.raises(ValueError) as error:
-        _run(settings)
-    assert str(error.value) == (
-        "heads.prune gates heads off for tinylm's text scoring; eval.pairs and eval.harness "
-        "score the checkpoint whole: drop heads.prune or them"
-    )
-    assert harness.calls == [] and not (tmp_path / "eval.jsonl").exists()
-
-
 def test_harness_tasks_are_handed_the_settings_and_callbacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
-    harness = _Calls(returned={"results": ["harness rows"], "eval_jsonl": "harness's"})
+    harness = Calls(returned={"results": ["harness rows"], "eval_jsonl": "harness's"})
     monkeypatch.setattr(modes.eval_harness, "run", harness)
     settings, callbacks = eval_settings(ckpt, tmp_path, "eval.harness=hellaswag"), [_Scored()]
-    result, _ = _run(settings, callbacks)
+    result, _ = run_eval(settings, callbacks)
     assert result == {"results": ["harness rows"], "eval_jsonl": "harness's"}
     ((handed_settings, handed_callbacks),) = harness.calls
     assert handed_settings is settings and handed_callbacks is callbacks
-
-
-def test_classifiers_are_handed_to_their_evaluation_with_the_first_one_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sweep = tmp_path / "sweep"
-    found = [_classifier(sweep / job / "checkpoints" / "best.ckpt") for job in ("0", "1")]
-    evaluation = _Calls(returned={"results": ["classifier rows"]})
-    monkeypatch.setattr(features.finetune.evaluate, "run", evaluation)
-    settings, callbacks = eval_settings(sweep, tmp_path), [_Scored()]
-    result, _ = _run(settings, callbacks)
-    assert result == {"results": ["classifier rows"]}
-    ((handed_settings, checkpoints, first, handed_callbacks),) = evaluation.calls
-    assert handed_settings is settings and handed_callbacks is callbacks
-    assert checkpoints == found
-    assert first["hyper_parameters"]["classifier"] == CLASSIFIER
-
-
-def test_a_language_model_given_finetune_settings_is_refused_by_name(tmp_path: Path) -> None:
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
-    with pytest.raises(ValueError) as error:
-        _run(eval_settings(ckpt, tmp_path, "finetune.task=builtin"))
-    assert str(error.value) == (
-        f"finetune.task is not read when mode=eval scores a language model, and {ckpt} is "
-        "one: drop the finetune.* settings (they are for python train.py mode=finetune "
-        f"ckpt_path={ckpt})"
-    )
-
-
-def test_a_classifier_in_a_sweep_of_language_models_is_refused_by_name(tmp_path: Path) -> None:
-    paragraphs = make_paragraphs(6)
-    sweep = tmp_path / "sweep"
-    _checkpoint(sweep / "0" / "checkpoints" / "best.ckpt", "decoder", paragraphs)
-    classifier = _classifier(sweep / "1" / "checkpoints" / "best.ckpt")
-    with pytest.raises(ValueError) as error:
-        _run(eval_settings(sweep, tmp_path, f"data.path={_held_text(tmp_path, paragraphs)}"))
-    assert str(error.value) == (
-        f"{classifier} is a classifier fine-tuned on sst2 (mode=finetune), not a language "
-        "model; mode=eval needs a pretrained checkpoint, such as the one it was fine-tuned "
-        f"from: {PRETRAINED}"
-    )
-
-
-def test_named_heads_are_gated_off_in_every_record_and_each_checkpoint_is_read_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Over a sweep of two runs: the loss is the recount with those heads at 0, the record
-    and the table name them (in the order given), and no checkpoint is read twice."""
-    paragraphs = make_paragraphs(6)
-    sweep = tmp_path / "sweep"
-    found = [
-        _checkpoint(sweep / job / "checkpoints" / "best.ckpt", "decoder", paragraphs)
-        for job in ("0", "1")
-    ]
-    read = _Calls(then=modes.eval.read_checkpoint)
-    monkeypatch.setattr(modes.eval, "read_checkpoint", read)
-    named = ["1:3", "0:0", "0:1", "0:2", "1:1", "1:2"]  # all but a head of each layer
-    held = _held_text(tmp_path, paragraphs)
-    settings = eval_settings(
-        sweep, tmp_path, f"data.path={held}", f"heads.prune=[{','.join(named)}]"
-    )
-    result, printed = _run(settings)
-    assert [str(path) for (path,) in read.calls] == [str(path) for path in found]
-    gated = [(int(name[0]), int(name[2])) for name in named]
-    expected = _windows_recount(found[0], paragraphs, WINDOW, _mask_without(gated))
-    whole = _windows_recount(found[0], paragraphs, WINDOW)
-    assert whole["loss"] != pytest.approx(expected["loss"], rel=1e-4)  # the gate matters
-    records = result["results"]
-    for record, ckpt in zip(records, found, strict=True):
-        assert record["checkpoint"] == str(ckpt.resolve())
-        assert record["heads_prune"] == record["heads_pruned"] == named
-        assert record["loss"] == pytest.approx(expected["loss"], rel=1e-5)
-    columns = (*modes.eval.COLUMNS, "heads_pruned")
-    assert printed[0] == "| " + " | ".join(columns) + " |"
-    assert printed[2].endswith(f" | {named} |")
-    assert _records(sweep / "eval.jsonl") == records
-
-
-def test_a_fraction_of_heads_gates_off_that_many_never_a_layers_last(tmp_path: Path) -> None:
-    paragraphs = make_paragraphs(6)
-    ckpt = _checkpoint(tmp_path / "run" / "best.ckpt", "decoder", paragraphs)
-    held = _held_text(tmp_path, paragraphs)
-    result, _ = _run(eval_settings(ckpt, tmp_path, f"data.path={held}", "heads.prune=0.5"))
-    (record,) = result["results"]
-    assert record["heads_prune"] == 0.5
-    pruned = [tuple(int(i) for i in name.split(":")) for name in record["heads_pruned"]]
-    assert len(set(pruned)) == len(pruned) == round(0.5 * LAYERS * HEADS)
-    for layer in range(LAYERS):  # each layer keeps a head
-        assert sum(gone == layer for gone, _ in pruned) < HEADS
-    expected = _windows_recount(ckpt, paragraphs, WINDOW, _mask_without(pruned))
-    assert record["loss"] == pytest.approx(expected["loss"], rel=1e-5)
 
 
 def test_untrained_weights_are_drawn_from_the_seed_and_named(
@@ -235,13 +105,13 @@ def test_untrained_weights_are_drawn_from_the_seed_and_named(
     paragraphs = make_paragraphs(6)
     ckpt = _checkpoint(tmp_path / "run" / "best.ckpt", "decoder", paragraphs)
     fresh = _with_weights_drawn_from(ckpt, 3, tmp_path / "fresh" / "best.ckpt")
-    stamped = _Calls(then=modes.eval.provenance)
+    stamped = Calls(then=modes.eval.provenance)
     monkeypatch.setattr(modes.eval, "provenance", stamped)
-    held = _held_text(tmp_path, paragraphs)
+    held = held_text(tmp_path, paragraphs)
     settings = eval_settings(
         ckpt, tmp_path, f"data.path={held}", "eval.weights=untrained", "seed=3"
     )
-    result, printed = _run(settings)
+    result, printed = run_eval(settings)
     (record,) = result["results"]
     expected = _windows_recount(fresh, paragraphs, WINDOW)
     trained = _windows_recount(ckpt, paragraphs, WINDOW)
@@ -302,7 +172,7 @@ def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
     assert accuracy["0.0"] != accuracy["0.1"]  # so the table has a best
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS))
-    result, printed = _run(eval_settings(sweep, tmp_path, f"eval.pairs={pairs}"))
+    result, printed = run_eval(eval_settings(sweep, tmp_path, f"eval.pairs={pairs}"))
     records = result["results"]
     assert [(r["checkpoint"].split("/")[-3], r["paradigm"], r["n_pairs"]) for r in records] == [
         (job, paradigm, n)
@@ -319,7 +189,7 @@ def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
     assert rows[best].startswith(f"| {best} | 1 | 0 | {accuracy[best]:.4f} | best |")
     behind = accuracy[other] - accuracy[best]
     assert rows[other].startswith(f"| {other} | 1 | 0 | {accuracy[other]:.4f} | {behind:.4f} |")
-    assert _records(sweep / "eval.jsonl") == records
+    assert records_of(sweep / "eval.jsonl") == records
 
 
 def test_records_from_before_weights_and_precision_were_named_are_trained_float32() -> None:

@@ -18,8 +18,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-import modes.eval
-import modes.heads
+import features.heads.command
 from analysis.records import read_metrics, write_metrics
 from analysis.report_page import REPORT_FILE, write_report
 from common.provenance import code_version
@@ -76,7 +75,7 @@ def sweep(tmp_path_factory) -> Path:
         "finetune.max_steps=2",
         "finetune.batch_size=8",
     )
-    modes.heads.run(parse_settings(compose_config(
+    features.heads.command.run(parse_settings(compose_config(
         "mode=heads", f"ckpt_path={sweep}", "model.max_seq_len=64",
         f"output_dir={root / 'heads'}",
     )))  # fmt: skip

@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-from conf.hydra_runtime import parse_settings
 from features.finetune.labelled import load_task
-from tests.conftest import TINY, compose_config, train_py
+from tests.conftest import TINY, train_py
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
@@ -32,21 +31,6 @@ def test_a_labelled_file_that_is_not_utf8_is_named_with_its_problem(tmp_path, su
         r"latin1 -t utf-8",
         message,
     ), message
-
-
-@pytest.mark.parametrize("mode", ["train", "finetune", "generate", "export", "attention", "heads"])
-def test_heads_settings_are_refused_where_the_mode_does_not_read_them(mode) -> None:
-    cfg = compose_config(f"mode={mode}", "ckpt_path=x.ckpt", "output_dir=o", "heads.prune=0.5")
-    with pytest.raises(ValueError) as err:
-        parse_settings(cfg)
-    message = str(err.value)
-    assert "\n" not in message and message.startswith(
-        "heads.prune is for mode=eval (score with those heads gated off); "
-    )
-    assert message.endswith(": drop heads.prune")
-    assert parse_settings(
-        compose_config("mode=eval", "ckpt_path=x", "output_dir=o", "heads.prune=0.5")
-    )
 
 
 def test_wandb_runs_without_the_anonymous_deprecation_warning(tmp_path) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import features.heads.command
 import modes.eval
-import modes.heads
 from analysis.records import write_metrics
 from conf.hydra_runtime import parse_settings
-from conf.schema import HeadsConfig
+from features.heads.config import HeadsConfig
 from tests.conftest import compose_config
 
 
@@ -39,7 +39,7 @@ def analysed(tiny_checkpoints, tmp_path_factory) -> dict[str, tuple[Path, dict]]
         where = tmp_path_factory.mktemp(f"heads-{arch}")
         shutil.copytree(ckpt.parent.parent, where / "run")
         copy = where / "run" / "checkpoints" / ckpt.name
-        found[arch] = copy, modes.heads.run(_settings(copy, where))
+        found[arch] = copy, features.heads.command.run(_settings(copy, where))
     return found
 
 
@@ -91,7 +91,7 @@ def test_a_sweep_is_analysed_per_job_and_grouped_over_seeds(analysed, tmp_path) 
     # The summary's own sections are kept, an earlier head section replaced.
     old = "# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n\nold analysis\n"
     (sweep / "summary.md").write_text(old)
-    result = modes.heads.run(_settings(sweep, tmp_path))
+    result = features.heads.command.run(_settings(sweep, tmp_path))
     assert len(result["results"]) == 2  # the failed job is left out
     assert not (sweep / "2" / "checkpoints" / "heads.json").exists()
     for record in result["results"]:  # equal weights: equal analyses
@@ -111,9 +111,9 @@ def test_bad_input_is_one_line(analysed, tmp_path) -> None:
     ckpt, _ = analysed["decoder"]
     sweep = _sweep(tmp_path / "sweep", ckpt, [("0.0", "1", "failed")])
     with pytest.raises(ValueError, match=r"holds no completed job \(1 with a checkpoint"):
-        modes.heads.run(_settings(sweep, tmp_path))
+        features.heads.command.run(_settings(sweep, tmp_path))
     with pytest.raises(ValueError, match="heads.prune is for mode=eval"):
-        modes.heads.run(_settings(ckpt, tmp_path, "heads.prune=0.5"))
+        features.heads.command.run(_settings(ckpt, tmp_path, "heads.prune=0.5"))
 
 
 def _eval(ckpt: Path, tmp_path: Path, *overrides: str) -> dict:
@@ -151,7 +151,7 @@ def test_eval_gates_off_the_heads_named_or_the_least_important(analysed, tmp_pat
     ("override", "message"),
     [
         ("heads.prune=[0:2]", "outside the checkpoint's layers 0-0 and heads 0-1"),
-        ("trainer.head_stats_every=0", "trainer.head_stats_every=0 must be >= 1"),
+        ("heads.log_every=0", "heads.log_every=0 must be >= 1"),
     ],
 )
 def test_bad_head_settings_are_one_line(analysed, tmp_path, override, message) -> None:
@@ -192,7 +192,7 @@ def test_head_stats_are_logged_every_n_steps(tmp_path) -> None:
             "logger=csv",
             "trainer.max_steps=6",
             "trainer.val_check_interval=6",
-            "trainer.head_stats_every=3",
+            "heads.log_every=3",
             f"output_dir={out}",
         )
     )

@@ -1,7 +1,7 @@
 """``mode=heads``: what each attention head of a checkpoint does, or of every job of a sweep.
 
 Scored on the data ``mode=eval`` scores (``modes/scoring.py``: the run's own split, or the
-text the command line names), per head (``training/heads.py``): the loss with the head gated
+text the command line names), per head (``statistics.py``): the loss with the head gated
 off against the loss with all (``delta_loss``, with its paired standard error over batches),
 its importance (mean |dL/dgate|, Michel et al. 2019), its attention entropy (with the uniform
 maximum beside it) and the attention it gives the previous, first and own token; then the
@@ -35,11 +35,17 @@ from analysis.summary import (
 from common.files import write_text_atomically
 from common.provenance import provenance
 from conf.schema import Settings
+from features.heads.statistics import (
+    HeadStats,
+    head_stats,
+    heads_for_share,
+    heads_to_prune,
+    prune_curve,
+)
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
 from modes.scoring import FLOAT32, record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
-from training.heads import HeadStats, head_stats, heads_for_share, heads_to_prune, prune_curve
 
 RESULTS_FILE = "heads.json"
 # The share of a layer's importance whose heads count as the ones that matter.

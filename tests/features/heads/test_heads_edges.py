@@ -1,13 +1,13 @@
-"""The head analysis (training/heads.py) recounted apart on untrained tiny networks in seconds:
-every field of ``head_stats`` (ablation with its paired standard error over three batches,
-importance, entropy, the previous/first/self shares and the uniform entropy) from the
+"""The head analysis (features/heads/statistics.py) recounted apart on untrained tiny networks
+in seconds: every field of ``head_stats`` (ablation with its paired standard error over three
+batches, importance, entropy, the previous/first/self shares and the uniform entropy) from the
 network's own attention probabilities and losses, by plain loops over queries and keys, for
 an encoder with padding, a decoder, a decoder with packed documents and a single query with
 a previous token; ``head_importance`` alone; the head masks' dtype and device and the
 attention sums' device (on the meta device: a CPU tensor among them fails); the prune curve's
 points, fractions and cost; the share of importance met up to rounding; the refusal of no
 batches. Each test kills mutants that tests/test_heads.py and tests/test_head_gate.py leave
-alive (``python -m bench.mutations --module training/heads.py``)."""
+alive (``python -m bench.mutations --module features/heads/statistics.py``)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from data.collate import IGNORE_INDEX
-from tests.tiny_models import VOCAB, tiny_model
-from training.heads import (
+from features.heads.statistics import (
     Head,
     HeadStats,
     all_ones,
@@ -34,6 +33,7 @@ from training.heads import (
     prune_curve,
     weighted_mean_and_se,
 )
+from tests.tiny_models import VOCAB, tiny_model
 
 Batch = dict[str, Tensor]
 

@@ -1,4 +1,4 @@
-"""``trainer.head_stats_every=N``: each head's attention entropy and importance during training.
+"""``heads.log_every=N``: each head's attention entropy and importance during training.
 
 Every N optimiser steps, one forward and backward pass on a fixed validation batch (the first
 of the validation loader, drawn once) in eval mode, its gradient taken with respect to the
@@ -13,8 +13,9 @@ from typing import Any
 import lightning as L
 from torch import Tensor
 
+from conf.schema import Settings
+from features.heads.statistics import importance_and_attention
 from models.transformer import eval_mode
-from training.heads import importance_and_attention
 
 
 class HeadStatistics(L.Callback):
@@ -48,3 +49,9 @@ class HeadStatistics(L.Callback):
         # trainer.log_every_n_steps also logs. The step is the optimiser steps taken.
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
+
+
+def callbacks(settings: Settings) -> list[L.Callback]:
+    """The callback ``heads.log_every`` asks for, if it does."""
+    every = settings.group("heads").log_every
+    return [] if every is None else [HeadStatistics(every)]

@@ -1,5 +1,5 @@
-"""training/heads.py: per-head ablation, importance, entropy, shares and the prune curve, each
-checked against a computation written apart (a hook that zeroes a head's slice, finite
+"""features/heads/statistics.py: per-head ablation, importance, entropy, shares and the prune
+curve, each checked against a computation written apart (a hook that zeroes a head's slice, finite
 differences, uniform attention)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from data.collate import IGNORE_INDEX
-from tests.tiny_models import VOCAB, tiny_model
-from training.heads import (
+from features.heads.statistics import (
     Head,
     head_stats,
     heads_for_share,
@@ -22,6 +21,7 @@ from training.heads import (
     prune_curve,
     prune_order,
 )
+from tests.tiny_models import VOCAB, tiny_model
 
 
 def _batches(arch: str, count: int = 2, length: int = 8) -> list[dict[str, Tensor]]:
