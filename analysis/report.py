@@ -5,11 +5,11 @@ figures (``analysis/sweep_summary.py``) and ``report.html`` (``analysis/report_p
 The runs' ``metrics.json`` are grouped by configuration with seeds as replicates
 (``analysis/summary.py``) and compared by their ``Ranking``; every metric recorded for them
 (``eval.jsonl``, ``heads.json`` too) is a column grouped the same way
-(``analysis/report_columns.py``). An Optuna search
-(``hydra/sweeper=optuna``) is one run per trial, numbered as Optuna numbers its trials: its
-``optimization_results.yaml`` and ``search.json`` come with it, and it has no heatmap (values
-drawn from a range fill one cell per row and column). Each figure is drawn by one function of
-``analysis/plots.py``, whichever rendering asks for it.
+(``analysis/report_columns.py``). An Optuna search (``hydra/sweeper=optuna``) is one run per
+trial, numbered as Optuna numbers its trials, with its ``optimization_results.yaml`` and
+``search.json``; it has no heatmap (values drawn from a range fill one cell per row and
+column). Each figure is drawn by one function of ``analysis/plots.py``, whichever rendering
+asks for it.
 """
 
 from __future__ import annotations

@@ -102,8 +102,8 @@ def run_columns(
     target_loss: float | None,
     records: Sequence[tuple[str, dict[str, Any]]],
 ) -> list[Column]:
-    """Every column with at least one value for ``runs`` (``with_heads``' runs), the first the
-    metric they are ranked by, and their ``records`` (``run_records``)'."""
+    """Every column with at least one value for ``runs`` (``with_heads``' runs, their
+    ``records`` ``run_records``'), the first the metric they are ranked by."""
     columns: dict[str, Column] = {}
 
     def put(key: str, title: str, group: str, higher: bool | None, run: str, value: Any) -> None:
