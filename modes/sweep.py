@@ -12,7 +12,7 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
@@ -20,6 +20,9 @@ from omegaconf import DictConfig
 
 from conf.command_line import check_command_line
 from conf.hydra_runtime import OPTUNA_SEARCH, parallel_jobs
+
+if TYPE_CHECKING:  # the report's modules load matplotlib: only when a sweep ends
+    from analysis.report import Report
 
 
 class SweepSummary(Callback):
@@ -52,16 +55,20 @@ class SweepSummary(Callback):
         from modes.report import refresh  # matplotlib: when a sweep ends
 
         target = config.get("summary", {}).get("target_loss")
-        write_summary(Path(config.hydra.sweep.dir), target_loss=target)
-        refresh(Path(config.hydra.sweep.dir), target_loss=target)
+        report = write_summary(Path(config.hydra.sweep.dir), target_loss=target)
+        refresh(Path(config.hydra.sweep.dir), target_loss=target, report=report)
 
 
-def write_summary(sweep_dir: Path, target_loss: float | None = None) -> None:
-    """The sweep's summary files (``analysis/sweep_summary.py``), each named on stdout."""
-    from analysis.sweep_summary import write_sweep_summary  # matplotlib: when a sweep ends
+def write_summary(sweep_dir: Path, target_loss: float | None = None) -> Report | None:
+    """The sweep's summary files (``analysis/sweep_summary.py``), each named on stdout; the
+    report they render, for its page (None: no run)."""
+    from analysis.report import build_report  # matplotlib: when a sweep ends
+    from analysis.sweep_summary import write_summary_files
 
-    for path in write_sweep_summary(sweep_dir, target_loss=target_loss):
+    report = build_report(sweep_dir, target_loss)
+    for path in write_summary_files(report) if report else []:
         print(f"tinylm: wrote {path}")
+    return report
 
 
 def check_launcher(launcher: DictConfig) -> None:

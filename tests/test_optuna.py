@@ -523,7 +523,8 @@ def test_the_summary_of_a_search_names_its_best_trial_and_draws_no_heatmap(
     results = {"name": "optuna", "best_params": {"optim.lr": 0.003}, "best_value": 2.25}
     OmegaConf.save(results, tmp_path / "optimization_results.yaml")
     written = {p.name for p in write_sweep_summary(tmp_path)}
-    assert written == {"summary.md", "summary.csv", "runs.csv"}  # no heatmap; no curves logged
+    # No heatmap, no curves logged; the history drawn from the runs (there is no search.json).
+    assert written == {"summary.md", "summary.csv", "runs.csv", "optuna_history.png"}
     summary = (tmp_path / "summary.md").read_text()
     assert "Optuna's best trial: run 1 (optim.lr=0.003), best_val_loss 2.25" in summary
     assert "add seeds" not in summary  # a trial is one run: seeds would be searched, not replicates

@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from analysis.records import write_metrics
+from analysis.report_columns import Ranking, ranking
 from analysis.summary import MEANS
-from analysis.sweep_summary import Ranking, ranking, write_sweep_summary
+from analysis.sweep_summary import write_sweep_summary
 from conf.hydra_runtime import OPTUNA_SEARCH
 from tests.test_summary_edges import _cells
 from tests.test_summary_files_edges import _csv, _run
@@ -272,7 +273,13 @@ def test_a_search_without_its_record_names_the_best_trial_of_optimization_result
     results["best_value"] = 2.25
     (tmp_path / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
     written = write_sweep_summary(tmp_path)
-    assert [p.name for p in written] == ["summary.csv", "runs.csv", "summary.md"]
+    # No heatmap; the history drawn from the runs (no search.json to draw it from).
+    assert [p.name for p in written] == [
+        "summary.csv",
+        "runs.csv",
+        "summary.md",
+        "optuna_history.png",
+    ]
     best = (
         " Optuna's best trial: run 2 (optim.lr=0.003, model.num_heads=4), best_val_loss 2.25 "
         "(optimization_results.yaml)."
@@ -289,7 +296,8 @@ def test_a_search_without_its_record_names_the_best_trial_of_optimization_result
 def test_a_search_still_running_names_no_best_trial(tmp_path: Path) -> None:
     _search_sweep(tmp_path, _TRIALS)
     written = write_sweep_summary(tmp_path)
-    assert [p.name for p in written] == ["summary.csv", "runs.csv", "summary.md"]  # no heatmap
+    names = ["summary.csv", "runs.csv", "summary.md", "optuna_history.png"]  # no heatmap
+    assert [p.name for p in written] == names
     assert _summary(tmp_path).startswith(
         f"# Sweep {tmp_path}\n\n{_search_explanation(3)}\n\n## Configurations\n\n"
     )

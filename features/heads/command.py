@@ -10,28 +10,24 @@ each tenth). ``heads.json`` and the figures ``heads.png`` and ``prune_curve.png`
 the checkpoint. Over a sweep directory every completed job is analysed, then grouped by
 configuration over seeds as the sweep summary groups them: the heads per layer that carry 90%
 of the importance, the loss after pruning half the heads, the prune curves with a band over
-seeds (``prune_curves.png``), and a section of the sweep's ``summary.md``.
+seeds (``prune_curves.png``), in a section of the sweep's ``summary.md``, which is written
+again from the records (``analysis/sweep_summary.py``).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from analysis.plots import plot_head_maps, plot_prune_curve, plot_prune_curves
-from analysis.records import collect_runs, format_value, markdown_table, read_run
-from analysis.summary import (
-    REPLICATE_KEY,
-    configuration_rows,
-    configuration_table,
-    group_runs,
-    swept_keys,
-)
+from analysis.plots import plot_head_maps, plot_prune_curve
+from analysis.records import format_value, markdown_table, read_run
+from analysis.report import build_report
+from analysis.report_columns import IMPORTANCE_SHARE
+from analysis.sweep_summary import heads_section, write_summary_files
 from common.files import write_text_atomically
 from common.provenance import provenance
 from conf.schema import Settings
@@ -48,11 +44,8 @@ from modes.scoring import FLOAT32, record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 
 RESULTS_FILE = "heads.json"
-# The share of a layer's importance whose heads count as the ones that matter.
-IMPORTANCE_SHARE = 0.9
 # The point of the prune curve a sweep compares: half the heads gated off.
 HALF = 0.5
-SECTION = "## Heads"
 COLUMNS = ("layer", "head", *HeadStats.PER_HEAD)
 
 
@@ -65,16 +58,14 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     records = [analyse_checkpoint(ckpt, settings) for ckpt in checkpoints]
     if not sweep:
         return records[0]
-    section = sweep_section(target, records)
-    summary = target / "summary.md"
-    # The sweep summary's own sections are kept; an earlier head section is replaced.
-    kept = summary.read_text(encoding="utf-8") if summary.is_file() else ""
-    kept = kept.split(f"\n{SECTION}\n")[0].rstrip()
-    write_text_atomically(summary, f"{kept}\n\n{section}".lstrip())
-    print(section)
-    print(f"wrote {summary}")
-    refresh(target)
-    return {"results": records, "summary_md": str(summary)}
+    # summary.md rendered again from the records, now with its head section and figure
+    report = build_report(target)
+    assert report is not None, "the analysed jobs are runs of the sweep"
+    written = write_summary_files(report)
+    print(heads_section(report))
+    print(f"wrote {', '.join(str(path) for path in written)}")
+    refresh(target, report=report)
+    return {"results": records, "summary_md": str(target / "summary.md")}
 
 
 def completed_jobs(sweep_dir: Path, checkpoints: Sequence[Path]) -> list[Path]:
@@ -128,7 +119,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     out = ckpt.parent / RESULTS_FILE
     write_text_atomically(out, json_text(record))
     title = f"{arch} step {record['step']}, {text.data} ({text.label})"
-    plot_head_maps(stats, ckpt.parent / "heads.png", title)
+    plot_head_maps([record], ckpt.parent / "heads.png", title)
     plot_prune_curve(curve, ckpt.parent / "prune_curve.png", title)
     print(head_table(record))
     print(f"wrote {out}, {ckpt.parent / 'heads.png'}, {ckpt.parent / 'prune_curve.png'}")
@@ -152,44 +143,4 @@ def head_table(record: dict[str, Any]) -> str:
         f"{record['entropy_uniform']:.3f} nats\n\n"
         + markdown_table(COLUMNS, rows)
         + f"\nprune curve (fraction removed: loss): {curve}\n"
-    )
-
-
-def sweep_section(sweep_dir: Path, records: Sequence[dict[str, Any]]) -> str:
-    """The sweep's head analysis grouped by configuration over seeds, as markdown, with the
-    prune curves' figure written beside summary.md."""
-    analysed = {Path(r["checkpoint"]).parent.parent.name: r for r in records}
-    runs = []
-    for job in collect_runs(sweep_dir):  # every job, so that failed ones count as failed
-        run = {"status": job.get("status"), "overrides": job.get("overrides", {})}
-        record = analysed.get(job["run"])
-        if record is not None:
-            run.update(
-                pruned_half_loss=record["pruned_half_loss"],
-                heads_90=statistics.fmean(record["heads_for_90"]),
-                num_heads=record["num_heads"],
-                prune_curve=record["prune_curve"],
-            )
-        runs.append(run)
-    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
-    configs = group_runs(runs, keys, metric="pruned_half_loss")
-    rows = configuration_rows(configs, means=())
-    for config, row in zip(configs, rows, strict=True):
-        counts = [r["heads_90"] for r in config.completed]
-        row["heads_90"] = (
-            f"{statistics.fmean(counts):.2f} ± {statistics.stdev(counts):.2f}"
-            if len(counts) > 1
-            else ", ".join(f"{c:.2f}" for c in counts)
-        )
-        row["of_heads"] = config.completed[0]["num_heads"] if counts else None
-    figure = plot_prune_curves(configs, sweep_dir / "prune_curves.png")
-    return (
-        f"{SECTION}\n\n"
-        f"`mode=heads` on each completed job ({len(records)}), on its validation data: "
-        f"`heads_90` is the number of heads per layer that carry {IMPORTANCE_SHARE:.0%} of the "
-        "layer's importance (mean over layers, then mean ± std over seeds) of `of_heads`; "
-        "`pruned_half_loss` the loss with the least important half of the heads gated off "
-        "(mean ± std over seeds; against the best by 2 standard errors, Welch and Holm as "
-        f"above). Prune curves: `{figure.name}`.\n\n"
-        + configuration_table(configs, rows, extra=("heads_90", "of_heads"))
     )

@@ -552,7 +552,8 @@ def test_finetune_over_a_sweep_without_a_completed_job_is_refused(
 
 
 def test_a_sweep_of_finetunes_is_ranked_by_the_task_metric_highest_first(tuned, tmp_path) -> None:
-    from analysis.sweep_summary import ranking, write_sweep_summary
+    from analysis.report_columns import ranking
+    from analysis.sweep_summary import write_sweep_summary
 
     # Real fine-tunes' metrics.json, as a -m sweep over finetune.init and seed records them,
     # with the task metric set apart so the ranking is known: scratch higher, but a worse loss.

@@ -88,8 +88,9 @@ def test_a_sweep_is_analysed_per_job_and_grouped_over_seeds(analysed, tmp_path) 
     ckpt, single = analysed["decoder"]
     jobs = [("0.0", "1", "completed"), ("0.0", "2", "completed"), ("0.1", "1", "failed")]
     sweep = _sweep(tmp_path / "sweep", ckpt, jobs)
-    # The summary's own sections are kept, an earlier head section replaced.
-    old = "# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n\nold analysis\n"
+    # The summary is written again from the records: its own sections, then the head section
+    # (an earlier one replaced).
+    old = "# Sweep\n\n## Configurations\n\nstale\n\n## Heads\n\nold analysis\n"
     (sweep / "summary.md").write_text(old)
     result = features.heads.command.run(_settings(sweep, tmp_path))
     assert len(result["results"]) == 2  # the failed job is left out
@@ -97,9 +98,12 @@ def test_a_sweep_is_analysed_per_job_and_grouped_over_seeds(analysed, tmp_path) 
     for record in result["results"]:  # equal weights: equal analyses
         assert record["pruned_half_loss"] == pytest.approx(single["pruned_half_loss"])
     summary = (sweep / "summary.md").read_text()
-    assert summary.startswith("# Sweep\n\n## Configurations\n\nkept\n\n## Heads\n")
+    assert summary.startswith(f"# Sweep {sweep}\n\n3 runs in 2 configurations.")
+    sections = [part.split("\n", 1)[0] for part in summary.split("\n## ")[1:]]
+    assert sections == ["Configurations", "Runs", "Heads"] and "stale" not in summary
     heads_90 = statistics.fmean(single["heads_for_90"])
-    rows = [line for line in summary.splitlines() if line.startswith("| 0.")]
+    heads = summary.split("\n## Heads\n")[1]
+    rows = [line for line in heads.splitlines() if line.startswith("| 0.")]
     assert len(rows) == 2  # grouped by dropout, the seeds as replicates
     assert rows[0].startswith("| 0.0 | 2 | 0 |") and f"{heads_90:.2f} ± 0.00" in rows[0]
     assert rows[1].startswith("| 0.1 | 0 | 1 | failed |")
