@@ -49,6 +49,7 @@ from pathlib import Path
 
 import pytest
 
+from modes import MODES
 from tests.conftest import ROOT
 from tests.docs_commands import (
     Command,
@@ -89,7 +90,19 @@ def doc_commands() -> list[Command]:
         for tag, first_line, body in fenced_blocks(path.read_text()):
             if tag in SHELL_TAGS:
                 commands.extend(shell_commands(tag, body, name, first_line))
-    return commands
+    return [c for c in commands if not of_removed_feature(c.text)]
+
+
+def of_removed_feature(text: str) -> bool:
+    """A command of a feature whose folder is not there (``mode=NAME``, ``python -m
+    features.NAME``): the core's guides may show it, and deleting the folder removes it."""
+    named = re.findall(r"\bmode=(\w+)|-m features\.(\w+)", text)
+    return any(
+        name not in MODES and not (ROOT / "features" / name).is_dir()
+        for pair in named
+        for name in pair
+        if name
+    )
 
 
 def is_placeholder_definition(text: str) -> bool:

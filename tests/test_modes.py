@@ -20,15 +20,20 @@ from tests.conftest import ROOT, compose_config
         ("generate", ("prompt=The",)),
         ("attention", ("prompt=The",)),
         ("export", ("export.format=safetensors",)),
-        ("heads", ()),
     ],
 )
 def test_a_command_reads_its_checkpoint_once(
     tiny_checkpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, options
 ) -> None:
+    assert checkpoint_reads(tiny_checkpoints["decoder"], tmp_path, monkeypatch, mode, *options)
+
+
+def checkpoint_reads(
+    ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, *options: str
+) -> bool:
+    """Whether ``mode`` on ``ckpt`` (with ``options``) reads the checkpoint exactly once."""
     from train import run
 
-    ckpt = tiny_checkpoints["decoder"]
     reads: list[str] = []
     real_load = torch.load
 
@@ -50,7 +55,7 @@ def test_a_command_reads_its_checkpoint_once(
             *options,
         )
     )
-    assert reads == [str(ckpt)]
+    return reads == [str(ckpt)]
 
 
 def test_the_readme_layout_lists_every_core_mode_and_the_features_folder() -> None:

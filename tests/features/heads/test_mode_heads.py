@@ -18,6 +18,7 @@ from analysis.records import write_metrics
 from conf.hydra_runtime import parse_settings
 from features.heads.config import HeadsConfig
 from tests.conftest import compose_config
+from tests.test_modes import checkpoint_reads
 
 
 def _settings(ckpt: Path, tmp_path: Path, *overrides: str):
@@ -207,3 +208,7 @@ def test_head_stats_are_logged_every_n_steps(tmp_path) -> None:
         for head in ("L0H0", "L0H1"):
             assert 0 < float(row[f"heads/entropy/{head}"]) <= math.log(32)
             assert float(row[f"heads/importance/{head}"]) > 0
+
+
+def test_mode_heads_reads_its_checkpoint_once(tiny_checkpoints, tmp_path, monkeypatch) -> None:
+    assert checkpoint_reads(tiny_checkpoints["decoder"], tmp_path, monkeypatch, "heads")
