@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 import modes
 from common.provenance import provenance
 from conf.command_line import check_command_line
-from conf.hydra_runtime import job_overrides, parse_settings, search_trial, sweep_dir
+from conf.hydra_runtime import job_overrides, parse_settings, sweep_dir
 
 # Quiet, offline-safe defaults; the environment can still override each one.
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -53,12 +53,6 @@ def run(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     Lightning callbacks for the modes that run a Trainer (tests inject faults with them)."""
     mode = modes.find(str(cfg.mode))
     settings = parse_settings(cfg)
-    trial = search_trial() if str(cfg.mode) == "train" else None
-    if trial is not None:  # an Optuna search's trial with a pruner: report, maybe stop
-        from training.pruning import trial_pruning
-
-        pruning = trial_pruning(trial.storage, trial.study_name, trial.number, trial.pruner)
-        callbacks = [*callbacks, pruning]
     import torch
 
     # Subnormal floats are 10-100x slower on x86 CPUs, and training makes many: softmax

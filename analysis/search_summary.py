@@ -1,5 +1,5 @@
 """An Optuna search's part of its sweep summary, from the ``search.json`` the search wrote
-(``training/study_report.py``): no Optuna needed to read it.
+(``features/optuna/study_report.py``): no Optuna needed to read it.
 
 The section counts the trials by state with the training steps they consumed (pruned trials
 apart), lists the best trial or, with several objectives, the Pareto front, and each

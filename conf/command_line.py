@@ -23,12 +23,14 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override
 from hydra.errors import OverrideParseException
 
+from conf.features import features
 from conf.schema import JobConfig, all_groups
 from models.config import check_names, closest
 
 CONF = Path(__file__).resolve().parent
 SEARCH_SPACE = "hydra.sweeper.params."  # the Optuna sweeper's search space in its config
-SAMPLER = "hydra/sweeper/sampler"  # the Optuna sweeper's samplers: conf/hydra/sweeper/sampler/
+# A sweeper's samplers (the Optuna search's): conf/hydra/sweeper/sampler/ of a config folder.
+SAMPLER = "hydra/sweeper/sampler"
 
 
 def check_command_line(argv: Sequence[str]) -> None:
@@ -56,7 +58,8 @@ def check_command_line(argv: Sequence[str]) -> None:
             key, shown = key.removeprefix(SEARCH_SPACE), SEARCH_SPACE
             search_space.append((key, override))
         elif key == SAMPLER:
-            samplers = sorted(p.stem for p in (CONF / SAMPLER).glob("*.yaml"))
+            dirs = [CONF, *(f.conf_dir for f in features() if f.conf_dir is not None)]
+            samplers = sorted(p.stem for d in dirs for p in (d / SAMPLER).glob("*.yaml"))
             for choice in _chosen(override):
                 _check_choice(key, choice, samplers)
             continue

@@ -31,9 +31,12 @@ class Feature:
         checkpoint over, ``(settings, checkpoints, first, callbacks) -> dict``; ``first`` is the
         first checkpoint's contents, already read. Other modes refuse the checkpoint with
         ``describe_checkpoint``'s line, ``(path, hparams, mode) -> str``.
-    conf_dir: a folder of Hydra config groups (``conf/hydra/sweeper/*.yaml``) that Hydra
-        searches besides ``conf/`` (``hydra_plugins/tinylm_features.py``).
+    conf_dir: a folder of Hydra config groups (the search's ``hydra/sweeper/optuna.yaml``)
+        that Hydra searches besides ``conf/`` (``hydra_plugins/tinylm_features.py``).
     hydra_plugins: ``"module:Class"`` Hydra plugins (a sweeper) for Hydra to find.
+    sweep_start: ``(config) -> str | None``, called when a multirun starts (``modes/sweep.py``):
+        checks the feature's sweep settings (a ValueError stops the sweep in one line) and
+        returns how the sweep resumes when it is the feature's (its sweeper), else None.
     scoring: ``(settings, task, datamodule, text) -> dict``: called by ``mode=eval`` before it
         scores text with a language model's ``task`` (the feature may change the network, as
         the heads' ``heads.prune`` gates heads off); the fields it returns join the record.
@@ -51,6 +54,7 @@ class Feature:
     describe_checkpoint: str | None = None
     conf_dir: Path | None = None
     hydra_plugins: tuple[str, ...] = ()
+    sweep_start: str | None = None
     scoring: str | None = None
     eval_fields: tuple[str, ...] = ()
     training_callbacks: str | None = None

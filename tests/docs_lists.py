@@ -75,11 +75,6 @@ INSTALL = "creates a virtual environment and installs from the package index (CI
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
 SLURM = "needs a SLURM cluster"
-POSTGRES_SEARCH = (
-    "hydra.sweeper.storage=postgresql://tinylm@dbhost/tinylm hydra.sweeper.study_name=lr-dropout "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)' "
-    "hydra.sweep.dir=/shared/searches/lr-dropout"
-)
 # The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
 # jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
 # (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
@@ -123,47 +118,6 @@ NOT_RUNNABLE = {
     "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
-    **dict.fromkeys(
-        [
-            "python train.py -m hydra/sweeper=optuna hydra/launcher=slurm "
-            "hydra.launcher.partition=gpu hydra.sweeper.n_jobs=8 hydra.sweeper.n_trials=64 "
-            f"{POSTGRES_SEARCH}",
-            f"srun python train.py -m hydra/sweeper=optuna hydra.sweeper.n_jobs=1 "
-            f"hydra.sweeper.n_trials=64 {POSTGRES_SEARCH}",
-        ],
-        SLURM + " and a PostgreSQL server; tests/test_optuna.py shares a study (SQLite) "
-        "between two workers",
-    ),
-    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' hydra.sweep.dir=runs/search": (
-        "one of two workers, a search like the one above; tests/test_optuna.py runs two "
-        "workers on one study"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=20 "
-            "hydra.sweeper.sampler.seed=0 hydra.sweeper.n_jobs=1 "
-            "'optim.lr=tag(log,interval(1e-4,3e-2))' 'model.dropout=interval(0.0,0.3)' "
-            "model.num_layers=1 model.hidden_size=32 model.num_heads=2 model.max_seq_len=32 "
-            "data.vocab_size=300 data.batch_size=8 trainer.max_steps=80 "
-            "trainer.val_check_interval=10 trainer.limit_val_batches=4 "
-            f"trainer.precision=32-true max_new_tokens=10 logger=none hydra.sweeper.pruner={p}"
-            for p in ("none", "median")
-        ],
-        "a measurement search of 20 trials, ~12 min here; composed only: tests/test_optuna.py "
-        "prunes a search",
-    ),
-    "optuna-dashboard sqlite:///$SWEEP/study.db": (
-        "starts a web server that runs until stopped; tests/test_optuna.py starts it on a "
-        "study, reads its HTTP API and stops it"
-    ),
-    "python train.py -m hydra/sweeper=optuna hydra/sweeper/sampler=nsgaii "
-    "hydra.sweeper.n_trials=12 'hydra.sweeper.objectives=[best_val_loss,params]' "
-    "'hydra.sweeper.directions=[minimize,minimize]' 'model.hidden_size=choice(64,128)' "
-    "'model.num_heads=choice(1,2,4)'": (
-        "a search of 12 trials, ~20 s even when tiny; tests/test_optuna.py runs a "
-        "two-objective search and checks its front"
-    ),
     "python train.py trainer.compile=true": (
         "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
         "slow test trains compiled (trainer=gpu's settings on the CPU)"
@@ -318,11 +272,6 @@ PROMISES = {
     PRODUCERS["SWEEP"]: [
         *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
         *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
-    ],
-    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
-        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png"),
-        *("{out}/study.db", "{out}/search.json"),
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],

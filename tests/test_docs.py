@@ -95,12 +95,13 @@ def doc_commands() -> list[Command]:
 
 def of_removed_feature(text: str) -> bool:
     """A command of a feature whose folder is not there (``mode=NAME``, ``python -m
-    features.NAME``): the core's guides may show it, and deleting the folder removes it."""
-    named = re.findall(r"\bmode=(\w+)|-m features\.(\w+)", text)
+    features.NAME``, ``hydra/sweeper=NAME``): the core's guides may show it, and deleting the
+    folder removes it."""
+    named = re.findall(r"(?<![.\w])mode=(\w+)|-m features\.(\w+)|hydra/sweeper=(\w+)", text)
     return any(
-        name not in MODES and not (ROOT / "features" / name).is_dir()
-        for pair in named
-        for name in pair
+        name not in MODES and name != "basic" and not (ROOT / "features" / name).is_dir()
+        for group in named
+        for name in group
         if name
     )
 

@@ -215,12 +215,12 @@ def layout_offences(graph: dict[str, set[str]], privates: dict[str, set[str]]) -
 def test_the_layout_rules_catch_planted_offences() -> None:
     planted = {
         "modes.eval": {"features.finetune.task"},
-        "features.finetune.task": {"features.search.study", "training.task"},
-        "features.search.study": set(),
+        "features.finetune.task": {"features.optuna.study", "training.task"},
+        "features.optuna.study": set(),
     }
-    assert layout_offences(planted, {"features.search.study": {"training.task._helper"}}) == [
-        "features.finetune.task imports another feature's features.search.study",
-        "features.search.study imports the core's private training.task._helper",
+    assert layout_offences(planted, {"features.optuna.study": {"training.task._helper"}}) == [
+        "features.finetune.task imports another feature's features.optuna.study",
+        "features.optuna.study imports the core's private training.task._helper",
         "the core's modes.eval imports the feature module features.finetune.task",
     ]
 

@@ -21,7 +21,6 @@ from analysis.records import write_metrics
 from analysis.report_columns import Ranking, ranking
 from analysis.summary import MEANS
 from analysis.sweep_summary import write_sweep_summary
-from conf.hydra_runtime import OPTUNA_SEARCH
 from tests.test_summary_edges import _cells
 from tests.test_summary_files_edges import _csv, _run
 
@@ -250,7 +249,11 @@ def _search_sweep(sweep: Path, runs: dict[str, tuple[str, str, float]]) -> None:
         overrides = {"optim.lr": lr, "model.num_heads": heads}
         record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
         write_metrics(sweep / job, record)
-    multirun = {"hydra": {"sweeper": {"_target_": OPTUNA_SEARCH, "n_trials": len(runs)}}}
+    multirun = {
+        "hydra": {
+            "sweeper": {"_target_": "hydra_plugins.tinylm_features.OptunaSearch", "n_trials": len(runs)}
+        }
+    }
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(multirun))
 
 
@@ -304,7 +307,7 @@ def test_a_search_still_running_names_no_best_trial(tmp_path: Path) -> None:
 
 
 def _search_record(trials: dict[str, tuple[str, str, float]], best: int) -> dict:
-    """search.json as training/study_report.py writes it, one trial per run."""
+    """search.json as features/optuna/study_report.py writes it, one trial per run."""
     return {
         "study_name": "heads-and-lr",
         "storage": "sqlite:///study.db",

@@ -23,13 +23,13 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.records import write_metrics
 from analysis.sweep_summary import write_sweep_summary
 from conf.command_line import check_command_line
-from conf.hydra_runtime import OPTUNA_SEARCH
+from features.optuna.trial import OPTUNA_SEARCH
 from modes.sweep import check_search
 from tests.conftest import TINY
 
 optuna = pytest.importorskip("optuna")
-from tests import train_forks  # noqa: E402  (after the skip: its server imports Optuna)
-from training import study as studies  # noqa: E402
+from features.optuna import study as studies  # noqa: E402
+from tests.features.optuna import train_forks  # noqa: E402  (after the skip: its server imports Optuna)
 
 # A few steps a trial: the search's machinery is under test, not the loss it finds. Without
 # TINY's learning rate, which the searches search.
@@ -191,7 +191,7 @@ def test_two_workers_share_a_two_objective_search_and_report_its_front(tmp_path:
 def test_workers_asking_at_once_beyond_n_trials_agree_which_trial_is_surplus() -> None:
     import optuna
 
-    from training.study import beyond_n_trials
+    from features.optuna.study import beyond_n_trials
 
     study = optuna.create_study()
     first = [study.ask() for _ in range(5)]

@@ -1,5 +1,5 @@
-"""An Optuna study in a storage: what tinylm's search (``hydra_plugins/tinylm_optuna.py``) and
-its trials' pruning (``training/pruning.py``) share. Optuna, no Hydra, no Lightning.
+"""An Optuna study in a storage: what tinylm's search (``features/optuna/sweeper.py``) and
+its trials' pruning (``features/optuna/pruning.py``) share. Optuna, no Hydra, no Lightning.
 
 The study is opened from a database URL (SQLite in the sweep directory by default) with
 heartbeats: a trial whose process was killed stops beating, and once it is older than the
@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
-
 from models.config import closest
+from optuna.trial import FrozenTrial, TrialState
 
 # Heartbeats and their retry callback are "experimental" in Optuna 5 (since v2.8): tinylm's
 # resume rests on them, and its tests say when their interface changes.

@@ -1,5 +1,5 @@
 """What a finished Optuna search tells its summary: ``search.json``, written by the search
-(``hydra_plugins/tinylm_optuna.py``) and read by the sweep summary, which needs no Optuna.
+(``features/optuna/sweeper.py``) and read by the sweep summary, which needs no Optuna.
 
 It lists every trial (state, parameters, objective values, its run and the compute it
 consumed), the best trial (with several objectives, the Pareto front: Optuna's

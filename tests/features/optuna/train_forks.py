@@ -14,10 +14,15 @@ import runpy
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 PRELOADED = [
-    *("train", "modes.train", "modes.sweep", "hydra_plugins.tinylm_optuna", "training.study"),
-    *("training.study_report", "training.pruning", "analysis.sweep_summary", "modes.report"),
+    *("train", "modes.train", "modes.sweep", "features.optuna.sweeper", "features.optuna.study"),
+    *(
+        "features.optuna.study_report",
+        "features.optuna.pruning",
+        "analysis.sweep_summary",
+        "modes.report",
+    ),
     "tests.fork_server_warmup",  # last: a tiny training run, on one thread
 ]
 _CONTEXT = multiprocessing.get_context("forkserver")

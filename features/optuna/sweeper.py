@@ -5,10 +5,10 @@ a storage (``hydra.sweeper.storage``, SQLite in the sweep directory by default),
 
 - a search re-run in its sweep directory goes on from the stored study (a trial left RUNNING
   by a killed process is failed once its heartbeat is stale, and its configuration is asked
-  again: ``training/study.py``), and ends at ``n_trials`` finished trials in all;
+  again: ``features/optuna/study.py``), and ends at ``n_trials`` finished trials in all;
 - several workers on one storage and study name share the search: each asks its own trials,
   and Optuna numbers them across the study, so no two run in one directory;
-- a job reports its validation losses to its trial (``training/pruning.py``) and stops when
+- a job reports its validation losses to its trial (``features/optuna/pruning.py``) and stops when
   ``hydra.sweeper.pruner`` says so.
 
 Each job's ``metrics.json`` decides its trial: completed (the ``objectives`` it records),
@@ -38,14 +38,14 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from conf.command_line import value_text
-from conf.hydra_runtime import study_location
+from features.optuna.trial import study_location
 
 # interval(LOW, HIGH) with both ends typed as integers: an integer search.
 _INTEGER_INTERVAL = re.compile(r"interval\(\s*[+-]?\d+\s*,\s*[+-]?\d+\s*\)")
 
 
 class OptunaSearch(Sweeper):
-    """Hydra's sweeper of ``hydra/sweeper=optuna`` (``conf/hydra/sweeper/optuna.yaml``)."""
+    """Hydra's sweeper of ``hydra/sweeper=optuna`` (``conf/hydra/sweeper/optuna.yaml`` here)."""
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings
@@ -93,8 +93,7 @@ class _Search:
         self, settings: dict[str, Any], sweeper: DictConfig, arguments: list[str], sweep_dir: Path
     ) -> None:
         import optuna
-
-        from training import study
+        from features.optuna import study
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # Optuna heartbeats only inside Study.optimize; tinylm's ask/tell loop beats its
@@ -135,7 +134,7 @@ class _Search:
         self.finished = 0
 
     def run(self, launcher: Any) -> None:
-        from training import study
+        from features.optuna import study
 
         done = len(study.finished_trials(self.study))
         print(
@@ -174,7 +173,7 @@ class _Search:
         + N: a sampler's random state lives in its process, not in the study, so a search
         re-run, or a second worker, would otherwise draw its first trials again; this way the
         same history gives the same draws whoever asks."""
-        from training import study
+        from features.optuna import study
 
         trial = self.study.ask()
         # At once: a trial killed before its first heartbeat would never be found stale.
@@ -190,7 +189,7 @@ class _Search:
     def _within_n_trials(self, asked: list[Any]) -> list[Any]:
         """The asked trials within ``n_trials``; the others (another worker asked at the same
         time) are failed as surplus before they run, and the loop counts again."""
-        from training import study
+        from features.optuna import study
 
         beyond = study.beyond_n_trials(self.study, self.n_trials)
         for trial in asked:
@@ -213,7 +212,7 @@ class _Search:
 
     def _tell(self, trial: Any, job: JobReturn) -> None:
         from analysis.records import DamagedRecord, read_metrics
-        from training import study
+        from features.optuna import study
 
         run_dir = Path(job.hydra_cfg.hydra.runtime.output_dir) if job.hydra_cfg else None
         try:
@@ -257,7 +256,7 @@ class _Search:
             write_metrics(run_dir, {**stored, "status": "failed", "error": error})
 
     def _write_results(self) -> None:
-        from training.study_report import study_report
+        from features.optuna.study_report import study_report
 
         report = study_report(self.study, self.objectives, self.storage_url)
         (self.sweep_dir / "search.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -289,7 +288,7 @@ class _Heartbeats:
 
 
 def _check_objectives(objectives: list[str], directions: list[str], pruner: str) -> None:
-    from training.study import LOSSES
+    from features.optuna.study import LOSSES
 
     if len(objectives) != len(directions):
         raise ValueError(

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import lightning as L
 
 from common.ranks import global_rank
+from conf.schema import Settings
+from features.optuna.trial import search_trial
 
 if TYPE_CHECKING:
     import optuna
@@ -38,17 +40,30 @@ class PruneHopelessTrial(L.Callback):
             self.pruned_at = trainer.global_step
             trainer.should_stop = True
 
+    @property
+    def run_status(self) -> str | None:
+        """How the run ended, for its record (``modes/train.py``): pruned, once pruned."""
+        return None if self.pruned_at is None else "pruned"
+
 
 def trial_pruning(storage: str, study_name: str, number: int, pruner: str) -> PruneHopelessTrial:
     """The pruning callback of trial ``number`` of the study ``study_name`` in ``storage``."""
     if global_rank() != 0:
         return PruneHopelessTrial(None)
     import optuna
-
-    from training.study import make_pruner, open_storage
+    from features.optuna.study import make_pruner, open_storage
 
     study = optuna.load_study(
         study_name=study_name, storage=open_storage(storage), pruner=make_pruner(pruner)
     )
     (trial,) = (t for t in study.get_trials(deepcopy=False) if t.number == number)
     return PruneHopelessTrial(optuna.trial.Trial(study, trial._trial_id))
+
+
+def callbacks(settings: Settings) -> list[L.Callback]:
+    """A trial's pruning callback, when ``mode=train`` runs as a trial of a search with a
+    pruner (``conf/features.py``'s training callbacks)."""
+    trial = search_trial() if settings.job.mode == "train" else None
+    if trial is None:
+        return []
+    return [trial_pruning(trial.storage, trial.study_name, trial.number, trial.pruner)]
