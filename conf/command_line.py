@@ -17,12 +17,11 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-# The argument parser hydra.main itself uses, so flags and overrides split here as there.
-from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override
 from hydra.errors import OverrideParseException
 
+from common.library_private import hydra_argument_parser
 from conf.features import features
 from conf.schema import JobConfig, all_groups
 from models.config import check_names, closest
@@ -37,7 +36,7 @@ def check_command_line(argv: Sequence[str]) -> None:
     """Raise ValueError for the first unknown group choice in ``argv`` (``train.py``'s
     arguments, Hydra's flags included), else for the unknown keys of the first scope (a group,
     or the top level) that has any, in command-line order."""
-    args = get_args_parser().parse_args(argv)
+    args = hydra_argument_parser().parse_args(argv)  # hydra.main's: flags split as there
     if args.shell_completion or args.experimental_rerun:
         return  # their words are not overrides of this config
     try:

@@ -251,7 +251,10 @@ def _search_sweep(sweep: Path, runs: dict[str, tuple[str, str, float]]) -> None:
         write_metrics(sweep / job, record)
     multirun = {
         "hydra": {
-            "sweeper": {"_target_": "hydra_plugins.tinylm_features.OptunaSearch", "n_trials": len(runs)}
+            "sweeper": {
+                "_target_": "hydra_plugins.tinylm_features.OptunaSearch",
+                "n_trials": len(runs),
+            }
         }
     }
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(multirun))

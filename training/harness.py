@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from common.library_private import dataset_file_builders
 from conf.schema import EvalConfig
 from data.hub import hub_unavailable_reason
 from data.tokenizer import tokenizer_from_json
@@ -291,13 +292,12 @@ def _hub_datasets(manager: Any, name: str) -> Iterator[str]:
     nor a local path, and no ``custom_dataset`` function in its place."""
     if name.endswith((".yaml", ".yml")):
         return
-    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
-
+    builders = dataset_file_builders()
     for _, cfg in _members(manager, name):
         path = (cfg or {}).get("dataset_path")
         if not isinstance(path, str) or "custom_dataset" in cfg:
             continue
-        if path not in _PACKAGED_DATASETS_MODULES and not Path(path).exists():
+        if path not in builders and not Path(path).exists():
             yield path
 
 

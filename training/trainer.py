@@ -20,6 +20,7 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
+from common.library_private import drop_wandb_init_argument
 from conf.features import training_callbacks
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
@@ -141,7 +142,7 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
     # Lightning always passes wandb.init an `anonymous` setting (None unless asked), which
     # wandb deprecates with a warning on every run; left out, wandb's default is the same,
     # and every other wandb warning still prints.
-    logger._wandb_init.pop("anonymous", None)
+    drop_wandb_init_argument(logger, "anonymous")
     return logger
 
 

@@ -51,13 +51,11 @@ def trial_pruning(storage: str, study_name: str, number: int, pruner: str) -> Pr
     if global_rank() != 0:
         return PruneHopelessTrial(None)
     import optuna
-    from features.optuna.study import make_pruner, open_storage
+    from features.optuna.study import make_pruner, open_storage, trial_id
 
-    study = optuna.load_study(
-        study_name=study_name, storage=open_storage(storage), pruner=make_pruner(pruner)
-    )
-    (trial,) = (t for t in study.get_trials(deepcopy=False) if t.number == number)
-    return PruneHopelessTrial(optuna.trial.Trial(study, trial._trial_id))
+    opened = open_storage(storage)
+    study = optuna.load_study(study_name=study_name, storage=opened, pruner=make_pruner(pruner))
+    return PruneHopelessTrial(optuna.trial.Trial(study, trial_id(opened, study, number)))
 
 
 def callbacks(settings: Settings) -> list[L.Callback]:

@@ -212,10 +212,20 @@ def beyond_n_trials(study: optuna.Study, n_trials: int) -> set[int]:
     return running - set(counted[:n_trials])
 
 
-def fail_killed_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Mark the RUNNING trials whose heartbeat is older than the grace period as failed, queue
-    their configurations again, and return them."""
-    callback = study._storage.get_heartbeat_stale_trial_callback()  # open_storage's
+def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> int:
+    """The storage's id of trial ``number`` of ``study`` (what heartbeats and
+    ``optuna.trial.Trial`` take): a KeyError when the study has no such trial."""
+    study_id = storage.get_study_id_from_name(study.study_name)
+    return storage.get_trial_id_from_study_id_trial_number(study_id, number)
+
+
+def fail_killed_trials(
+    study: optuna.Study, storage: optuna.storages.RDBStorage
+) -> list[FrozenTrial]:
+    """Mark the RUNNING trials of ``study`` (in ``storage``, as ``open_storage`` opened it)
+    whose heartbeat is older than the grace period as failed, queue their configurations
+    again, and return them."""
+    callback = storage.get_heartbeat_stale_trial_callback()  # open_storage's
     before = len(callback.failed) if isinstance(callback, RetryKilledTrial) else 0
     optuna.storages.fail_stale_trials(study)
     return callback.failed[before:] if isinstance(callback, RetryKilledTrial) else []

@@ -119,11 +119,11 @@ class _Search:
         sampler = study.make_sampler(self.sampler_settings, self.grid)
         pruner = study.make_pruner(str(settings["pruner"]))
         self.storage_url, self.study_name = study_location(sweeper, sweep_dir)
-        storage = study.open_storage(
+        self.storage = study.open_storage(
             self.storage_url, self.heartbeat_interval, int(settings["grace_period"])
         )
         self.study = study.open_study(
-            storage,
+            self.storage,
             self.study_name,
             study.Search(space, objectives, directions),
             sampler=sampler,
@@ -143,7 +143,7 @@ class _Search:
         )
         waiting_said = False
         while True:
-            for killed in study.fail_killed_trials(self.study):
+            for killed in study.fail_killed_trials(self.study, self.storage):
                 self._record_killed(killed)
             done = len(study.finished_trials(self.study))
             running = len(study.running_trials(self.study))
@@ -177,7 +177,7 @@ class _Search:
 
         trial = self.study.ask()
         # At once: a trial killed before its first heartbeat would never be found stale.
-        self.study._storage.record_heartbeat(trial._trial_id)
+        self.storage.record_heartbeat(study.trial_id(self.storage, self.study, trial.number))
         seed = self.sampler_settings.get("seed")
         if seed is not None:
             settings = {**self.sampler_settings, "seed": int(seed) + trial.number}
@@ -200,7 +200,10 @@ class _Search:
 
     def _run_batch(self, launcher: Any, trials: list[Any]) -> None:
         """Run ``trials`` as jobs numbered by their trial numbers, beating their hearts."""
-        beating = _Heartbeats(self.study, trials, self.heartbeat_interval)
+        from training import study
+
+        ids = [study.trial_id(self.storage, self.study, t.number) for t in trials]
+        beating = _Heartbeats(self.storage, ids, self.heartbeat_interval)
         try:
             for group in _consecutive(trials):
                 batch = [[*self.fixed, *_trial_overrides(t)] for t in group]
@@ -267,12 +270,11 @@ class _Search:
 
 
 class _Heartbeats:
-    """A thread that records the trials' heartbeats in the storage until stopped: a worker
-    that dies stops beating, and its trials are then known to be dead."""
+    """A thread that records the heartbeats of the trials ``ids`` in ``storage`` until
+    stopped: a worker that dies stops beating, and its trials are then known to be dead."""
 
-    def __init__(self, study: Any, trials: list[Any], interval: int) -> None:
+    def __init__(self, storage: Any, ids: list[int], interval: int) -> None:
         self.stopped = threading.Event()
-        storage, ids = study._storage, [t._trial_id for t in trials]
 
         def keep_beating() -> None:  # the first beat came with the trial (_Search._ask)
             while not self.stopped.wait(interval):
