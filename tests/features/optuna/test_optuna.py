@@ -23,8 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.records import write_metrics
 from analysis.sweep_summary import write_sweep_summary
 from conf.command_line import check_command_line
+from features.optuna.checks import check_search
 from features.optuna.trial import OPTUNA_SEARCH
-from modes.sweep import check_search
 from tests.conftest import TINY
 
 optuna = pytest.importorskip("optuna")
