@@ -200,7 +200,7 @@ class _Search:
 
     def _run_batch(self, launcher: Any, trials: list[Any]) -> None:
         """Run ``trials`` as jobs numbered by their trial numbers, beating their hearts."""
-        from training import study
+        from features.optuna import study
 
         ids = [study.trial_id(self.storage, self.study, t.number) for t in trials]
         beating = _Heartbeats(self.storage, ids, self.heartbeat_interval)
