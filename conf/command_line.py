@@ -5,7 +5,8 @@ tinylm's did-you-mean comes only on a second try, and a mistyped group choice (`
 with its search path. Checked here on the command line's own words, read with Hydra's
 argument and override parsers, both get one line before any data is read or any job of a
 sweep starts. Each group's keys are its dataclass's fields (``conf.schema.all_groups``, the top
-level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. Values are left to the
+level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. A retired key, or one a feature
+took over (``conf.features.moved_keys``), is named with what replaces it. Values are left to the
 dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's, but
 for ``hydra.sweeper.params.KEY``: its KEY is checked as the Optuna search's, and the override
 is refused (Hydra cannot set it from the command line) with the form that searches KEY.
@@ -22,7 +23,7 @@ from hydra.core.override_parser.types import Glob, Override
 from hydra.errors import OverrideParseException
 
 from common.library_private import hydra_argument_parser
-from conf.features import features
+from conf.features import features, moved_keys
 from conf.schema import JobConfig, all_groups
 from models.config import check_names, closest
 
@@ -71,7 +72,7 @@ def check_command_line(argv: Sequence[str]) -> None:
         elif rest and head in known:
             name, _, below = rest.partition(".")  # data.path.train: path
             scope = (f"{shown}{head}.", _field_names(known[head]))
-            retired[scope[0]] = getattr(known[head], "RETIRED_KEYS", {})
+            retired[scope[0]] = {**getattr(known[head], "RETIRED_KEYS", {}), **moved_keys(head)}
             keys.setdefault(scope, []).append(name)
             nested = getattr(known[head], "NESTED", {}).get(name)
             if nested is not None and below:  # trainer.budget.flops: flops, a BudgetConfig's

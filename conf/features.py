@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,13 @@ class Feature:
         ``eval.jsonl`` and are shown in its table when present.
     training_callbacks: ``(settings) -> list`` of extra Lightning callbacks for the modes that
         train (``training.trainer.training_trainer``).
+    list_keys: keys whose command-line value is a comma-separated list, as the tool behind
+        them takes it (``KEY=A,B``): ``train.py`` hands it to Hydra as its list
+        ``KEY=[A,B]``, which Hydra would otherwise read as a sweep (``comma_lists``); a value
+        already quoted or bracketed is left as it is.
+    moved_keys: keys of the core's groups that this feature took over (``eval.KEY``) -> what
+        replaces them, named when a command still gives one (``conf/command_line.py``); with
+        the feature deleted they are plain unknown keys.
     """
 
     name: str
@@ -58,6 +65,8 @@ class Feature:
     scoring: str | None = None
     eval_fields: tuple[str, ...] = ()
     training_callbacks: str | None = None
+    list_keys: tuple[str, ...] = ()
+    moved_keys: Mapping[str, str] = field(default_factory=dict)
 
 
 @functools.cache
@@ -86,6 +95,31 @@ def feature_modes() -> dict[str, str]:
 def feature_groups() -> dict[str, type]:
     """Every feature's config groups: group -> dataclass."""
     return {group: cls for f in features() for group, cls in f.groups.items()}
+
+
+def moved_keys(group: str) -> dict[str, str]:
+    """The keys of ``group`` that features took over: key -> what replaces it."""
+    prefix = f"{group}."
+    return {
+        key.removeprefix(prefix): new
+        for f in features()
+        for key, new in f.moved_keys.items()
+        if key.startswith(prefix)
+    }
+
+
+def comma_lists(args: Sequence[str]) -> list[str]:
+    """Command-line arguments with each feature's ``list_keys`` given as ``KEY=A,B`` rewritten
+    as Hydra's list ``KEY=[A,B]``: as typed, Hydra reads the commas as a sweep and refuses a
+    single run. A value already quoted or bracketed is left to Hydra."""
+    keys = tuple(f"{key}=" for f in features() for key in f.list_keys)
+    rewritten = []
+    for arg in args:
+        key = next((k for k in keys if arg.startswith(k)), None)
+        value = arg.removeprefix(key) if key else ""
+        listed = "," in value and value[:1] not in "[\"'"
+        rewritten.append(f"{key}[{value}]" if listed else arg)
+    return rewritten
 
 
 def checkpoint_owner(hparams: Mapping[str, Any]) -> Feature | None:

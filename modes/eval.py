@@ -7,11 +7,10 @@ Without data on the command line, each checkpoint is scored on its own run's spl
 reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``; an encoder's
 masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
 
-With ``eval.pairs`` (a BLiMP-format file or directory, or ``builtin``), minimal pairs are
-scored instead of text (``modes/eval_pairs.py``). With ``eval.weights=untrained``, each
-checkpoint's network is replaced by a fresh one of its shape drawn from ``seed``: the
-untrained baseline. Text is scored in the trainer's precision (trainer=cpu: bf16-mixed where the
-CPU has native bfloat16, ``training/precision.py``), named in the record.
+With ``eval.weights=untrained``, each checkpoint's network is replaced by a fresh one of its
+shape drawn from ``seed``: the untrained baseline. Text is scored in the trainer's precision
+(trainer=cpu: bf16-mixed where the CPU has native bfloat16, ``training/precision.py``), named
+in the record. Other evaluations are features' modes (``mode=NAME``, ``features/``).
 
 Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
 beside the checkpoint (or in the sweep directory); running the same evaluation again
@@ -33,7 +32,6 @@ from common.provenance import provenance
 from conf.features import checkpoint_handler, eval_fields, features, scoring_fields
 from conf.schema import Settings
 from data.examples import check_stride
-from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
 from modes.scoring import record_head, task_and_data
@@ -62,7 +60,8 @@ COLUMNS = (
 )
 METRICS = ("loss", "ppl", "bpc", "bpb", "acc")
 # What makes two records the same evaluation: a re-run replaces the record that matches.
-# Text records have no pairs fields and pair records no data fields.
+# pairs, pairs_fingerprint and paradigm are None in every text record: they stay, from when
+# mode=eval wrote other records too, so that the records already written keep their identity.
 IDENTITY = (
     "checkpoint",
     "data",
@@ -79,15 +78,11 @@ IDENTITY = (
     *eval_fields(),
 )
 # Records written before eval.weights existed scored the trained weights, and before records
-# named their precision, in float32; pair and harness records are scored in float32.
+# named their precision, in float32.
 _IDENTITY_DEFAULTS = {"weights": "trained", "precision": "32-true"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
-    if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
-        from modes import eval_harness  # imports the harness only when asked
-
-        return eval_harness.run(settings, callbacks)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     first = read_checkpoint(checkpoints[0])
@@ -97,26 +92,15 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     check_no_feature_settings(settings, checkpoints[0])
     read = {checkpoints[0]: first}  # each checkpoint read once
     del first
-    if settings.eval.pairs is None:
-        settings = native_precision(settings)
-        rows = [
-            evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None))
-            for ckpt in checkpoints
-        ]
-        columns = (*COLUMNS, *(f for f in eval_fields() if any(f in row for row in rows)))
-    else:
-        columns = eval_pairs.COLUMNS
-        rows = eval_pairs.evaluate_all(checkpoints, settings, read)
+    settings = native_precision(settings)
+    rows = [
+        evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None)) for ckpt in checkpoints
+    ]
+    columns = (*COLUMNS, *(f for f in eval_fields() if any(f in row for row in rows)))
     print(markdown_table(columns, [{c: format_value(r.get(c)) for c in columns} for r in rows]))
     results: dict[str, Any] = {"results": rows}
     if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
-        if settings.eval.pairs is None:
-            results["configurations"] = by_configuration(rows, others=METRICS[1:])
-        else:  # the accuracy over every pair
-            overall = [r for r in rows if r["paradigm"] == eval_pairs.OVERALL]
-            results["configurations"] = by_configuration(
-                overall, metric="pair_acc", others=(), higher_is_better=True
-            )
+        results["configurations"] = by_configuration(rows, others=METRICS[1:])
         print(results["configurations"])
     out = append_records(
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity

@@ -70,7 +70,6 @@ TINY_BUDGETS = {
 MODE_ARGS: dict[str, list[str]] = {}
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
-HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
 INSTALL = "creates a virtual environment and installs from the package index (CI's .ci/run does)"
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
@@ -123,8 +122,6 @@ NOT_RUNNABLE = {
         "slow test trains compiled (trainer=gpu's settings on the CPU)"
     ),
     "python train.py data=wikitext2": NETWORK,
-    f"{HUB_TASKS}hellaswag,arc_easy": NETWORK,
-    f"{HUB_TASKS}piqa eval.harness_num_fewshot=5": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
@@ -170,7 +167,6 @@ NOT_RUNNABLE = {
     "python -m bench.data --text big.txt --repeats 3": (
         "too long: a 320 MB corpus, 3 first runs and 9 warm ones of train.py; no quick mode"
     ),
-    "git clone https://github.com/alexwarstadt/blimp": NETWORK + "; write_inputs stands in",
     "python -m bench.data --text big.txt --tokenizer-loss": (
         "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
     ),

@@ -444,7 +444,7 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
     log = result["log"][-4000:]
     if text.startswith("python -m bench.data --make-corpus") and not SHAKESPEARE.is_file():
         pytest.skip(f"the benchmark reads {SHAKESPEARE}, which this checkout lacks")
-    if "eval.harness=" in text:  # the eval extra (CI installs it): skipped where it is missing
+    if "mode=harness" in text:  # the eval extra (CI installs it): skipped where it is missing
         pytest.importorskip("accelerate", reason='lm-eval: pip install -e ".[eval]"')
     if text in FAILS:
         code, message = FAILS[text]
@@ -473,10 +473,11 @@ def test_listed_train_commands_compose(text: str) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from train import harness_task_list, verbatim_prompt
+    from conf.features import comma_lists
+    from train import verbatim_prompt
 
     words = split_env(text)[1]
-    args = harness_task_list(verbatim_prompt(words[words.index("train.py") + 1 :]))
+    args = comma_lists(verbatim_prompt(words[words.index("train.py") + 1 :]))
     args = [a for a in args if a != "-m"]
     first = []
     for override in OverridesParser.create().parse_overrides(args):

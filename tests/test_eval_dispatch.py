@@ -1,12 +1,10 @@
 """What ``mode=eval`` (modes/eval.py) does beyond scoring text with a language model: the
-refusal of ``heads.prune`` with minimal pairs or harness tasks, what it hands the harness and
-the classifier evaluation, the heads it gates off (named, or a fraction) in the record, the
-table and the loss, the untrained baseline's weights, minimal pairs over a sweep grouped by
-configuration, each checkpoint read once, and the defaults that identify old records; and
-(data/evaluation.py) an explicit ``data.source`` beside a reset key of another kind.
+table and the loss, the untrained baseline's weights, each checkpoint read once, and the
+defaults that identify old records; and (data/evaluation.py) an explicit ``data.source``
+beside a reset key of another kind.
 
-Checkpoints are tests/test_eval_edges.py's untrained tiny networks; losses and pair
-accuracies are recounted here from the network's logits. The tests answer the survivors of
+Checkpoints are tests/test_eval_edges.py's untrained tiny networks; losses are recounted here
+from the network's logits. The tests answer the survivors of
 ``python -m bench.mutations --module modes/eval.py`` (65.8% after the code grew pairs,
 harness, classifier and heads.prune dispatch) and ``--module data/evaluation.py`` (98.3%)."""
 
@@ -24,18 +22,13 @@ import pytest
 import torch
 
 import modes.eval
-import modes.eval_harness
-from analysis.records import write_metrics
-from conf.schema import Settings
+from conf.schema import EvalConfig, Settings
 from data.config import DataConfig
 from data.evaluation import data_to_evaluate
-from data.pairs import frame_sentence
-from data.tokenizer import tokenizer_from_json
 from models.config import ModelConfig
 from models.transformer import build_model
 from tests.corpora import make_paragraphs
-from tests.test_eval_edges import WINDOW, _checkpoint, _Scored, _windows_recount, eval_settings
-from training.checkpoint import load_checkpoint
+from tests.test_eval_edges import WINDOW, _checkpoint, _windows_recount, eval_settings
 
 LAYERS, HEADS = 2, 4  # tests/tiny_models.py's tiny_config
 
@@ -86,19 +79,6 @@ class Calls:
         return self.then(*args) if self.then else self.returned
 
 
-def test_harness_tasks_are_handed_the_settings_and_callbacks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
-    harness = Calls(returned={"results": ["harness rows"], "eval_jsonl": "harness's"})
-    monkeypatch.setattr(modes.eval_harness, "run", harness)
-    settings, callbacks = eval_settings(ckpt, tmp_path, "eval.harness=hellaswag"), [_Scored()]
-    result, _ = run_eval(settings, callbacks)
-    assert result == {"results": ["harness rows"], "eval_jsonl": "harness's"}
-    ((handed_settings, handed_callbacks),) = harness.calls
-    assert handed_settings is settings and handed_callbacks is callbacks
-
-
 def test_untrained_weights_are_drawn_from_the_seed_and_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,76 +102,6 @@ def test_untrained_weights_are_drawn_from_the_seed_and_named(
     assert stamped.calls == [("32-true", settings.trainer.accelerator)]
 
 
-def _sentence_score(model: torch.nn.Module, ids: list[int]) -> float:
-    """sum_i log p(x_i | x_<i) of ``[EOS] sentence`` from the network's logits, in float64."""
-    with torch.no_grad():
-        logits = model.eval()(torch.tensor([ids[:-1]]))[0].double()
-    log_probs = torch.log_softmax(logits, dim=-1)
-    return sum(float(log_probs[i, ids[i + 1]]) for i in range(len(ids) - 1))
-
-
-def _pair_accuracy(ckpt: Path, pairs: list[dict[str, str]]) -> float:
-    """The share of pairs whose good sentence scores strictly above its bad one."""
-    loaded = load_checkpoint(ckpt)
-    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
-
-    def score(text: str) -> float:
-        ids = frame_sentence(tokenizer, text, "decoder", WINDOW, "test")
-        return _sentence_score(loaded.model, ids)
-
-    right = [score(p["sentence_good"]) > score(p["sentence_bad"]) for p in pairs]
-    return sum(right) / len(right)
-
-
-PAIRS = [
-    {"sentence_good": good, "sentence_bad": bad, "UID": uid}
-    for good, bad, uid in (
-        ("the cat sat", "cat the sat", "order"),
-        ("a dog ran", "dog a ran", "order"),
-        ("it is red", "it are red", "agreement"),
-        ("they are here", "they is here", "agreement"),
-        ("we were there", "we was there", "agreement"),
-        ("she has it", "she have it", "agreement"),
-    )
-]
-
-
-def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
-    tmp_path: Path,
-) -> None:
-    """Two configurations (different networks): a record per paradigm and one over every
-    pair each, and the sweep's table of the overall accuracy, the higher the better."""
-    paragraphs = make_paragraphs(6)
-    base = _checkpoint(tmp_path / "base.ckpt", "decoder", paragraphs)
-    sweep = tmp_path / "sweep"
-    accuracy = {}
-    for job, (dropout, seed) in enumerate((("0.0", 1), ("0.1", 2))):
-        ckpt = _with_weights_drawn_from(base, seed, sweep / str(job) / "checkpoints" / "best.ckpt")
-        write_metrics(ckpt.parent.parent, {"overrides": {"model.dropout": dropout}})
-        accuracy[dropout] = _pair_accuracy(ckpt, PAIRS)
-    assert accuracy["0.0"] != accuracy["0.1"]  # so the table has a best
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS))
-    result, printed = run_eval(eval_settings(sweep, tmp_path, f"eval.pairs={pairs}"))
-    records = result["results"]
-    assert [(r["checkpoint"].split("/")[-3], r["paradigm"], r["n_pairs"]) for r in records] == [
-        (job, paradigm, n)
-        for job in ("0", "1")
-        for paradigm, n in (("agreement", 4), ("order", 2), ("all", 6))
-    ]
-    overall = [r["pair_acc"] for r in records if r["paradigm"] == "all"]
-    assert overall == pytest.approx([accuracy["0.0"], accuracy["0.1"]])
-    assert printed[0] == "| " + " | ".join(modes.eval.eval_pairs.COLUMNS) + " |"
-    table = result["configurations"].splitlines()
-    assert table[0].startswith("| model.dropout | n | failed | pair_acc | vs_best |")
-    best, other = sorted(accuracy, key=accuracy.__getitem__, reverse=True)
-    rows = {line.split(" | ")[0].removeprefix("| "): line for line in table[2:]}
-    assert rows[best].startswith(f"| {best} | 1 | 0 | {accuracy[best]:.4f} | best |")
-    behind = accuracy[other] - accuracy[best]
-    assert rows[other].startswith(f"| {other} | 1 | 0 | {accuracy[other]:.4f} | {behind:.4f} |")
-    assert records_of(sweep / "eval.jsonl") == records
-
-
 def test_records_from_before_weights_and_precision_were_named_are_trained_float32() -> None:
     """A re-run replaces a record written before eval.weights (the trained weights) and
     before records named their precision (float32)."""
@@ -200,6 +110,11 @@ def test_records_from_before_weights_and_precision_were_named_are_trained_float3
     assert modes.eval._identity(old) == modes.eval._identity(new)
     assert modes.eval._identity({**old, "weights": "untrained"}) != modes.eval._identity(new)
     assert modes.eval._identity({**old, "precision": "bf16-mixed"}) != modes.eval._identity(new)
+
+
+def test_eval_weights_names_its_choices() -> None:
+    with pytest.raises(ValueError, match=r"eval.weights=random is unknown; choose"):
+        EvalConfig(weights="random")
 
 
 def test_an_explicit_source_decides_even_beside_a_reset_key_of_another_kind() -> None:

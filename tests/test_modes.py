@@ -16,7 +16,6 @@ from tests.conftest import ROOT, compose_config
     ("mode", "options"),
     [
         ("eval", ()),
-        ("eval", ("eval.pairs=builtin",)),
         ("generate", ("prompt=The",)),
         ("attention", ("prompt=The",)),
         ("export", ("export.format=safetensors",)),

@@ -59,7 +59,7 @@ def sweep(tmp_path_factory) -> Path:
         return run(cfg)
 
     command("eval", sweep, "model.max_seq_len=64")
-    command("eval", sweep, "model.max_seq_len=64", "eval.pairs=builtin")
+    command("pairs", sweep, "model.max_seq_len=64", "pairs.path=builtin")
     task = root / "task.jsonl"
     labels = ["yes", PLANTED["class"]]
     texts = ["bad poor text", "good fine text"]

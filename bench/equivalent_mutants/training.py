@@ -168,7 +168,7 @@ _HEADS_EQUIVALENTS = (
         "heads, more than can go) is: a count already in the set",
     ),
 )
-_HARNESS = "training/harness.py"
+_HARNESS = "features/harness/runner.py"
 _LITERAL_NAME = (
     "fnmatch on POSIX matches a name without *, ? or [ only to itself: expanding it as a "
     "pattern gives the name back whether the index has it or not"

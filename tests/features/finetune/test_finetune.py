@@ -430,7 +430,7 @@ def _refused_eval(ckpt: Path, match: str, *overrides: str) -> None:
 def test_eval_of_a_classifier_refuses_language_model_options_and_unknown_labels(
     tuned_copy, tmp_path
 ) -> None:
-    lm_options = {"eval.stride=8": "eval.stride", "eval.pairs=builtin": "eval.pairs"}
+    lm_options = {"eval.stride=8": "eval.stride", "eval.weights=untrained": "eval.weights"}
     lm_options["data.path=x.txt"] = "data.path"
     for option, key in lm_options.items():
         _refused_eval(

@@ -1,11 +1,11 @@
-"""Minimal-pair scoring at its edges (``modes/eval_pairs.py``, ``models/sentence_scores.py``),
-on untrained tiny checkpoints written here (a character tokenizer, no training run): every
-field of a pair record and which weights and checkpoint contents it scored, the device the
-pairs run on, the settings refused with their messages, the shortest sequences each
-architecture scores, and how sequences share forward passes. Scores and accuracies are
-recomputed from the network's logits one sentence (one masked token) at a time. Each test
-kills mutants the fast pair tests left alive (``python -m bench.mutations --module
-modes/eval_pairs.py`` and ``--module models/sentence_scores.py``)."""
+"""Minimal-pair scoring at its edges (``features/pairs/command.py``,
+``features/pairs/sentence_scores.py``), on untrained tiny checkpoints written here (a character
+tokenizer, no training run): every field of a pair record and which weights and checkpoint
+contents it scored, the device the pairs run on, the settings refused with their messages, the
+shortest sequences each architecture scores, and how sequences share forward passes. Scores and
+accuracies are recomputed from the network's logits one sentence (one masked token) at a time.
+Each test kills mutants the fast pair tests left alive (``python -m bench.mutations --module
+features/pairs/command.py`` and ``--module features/pairs/sentence_scores.py``)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ import pytest
 import torch
 from torch import nn
 
-from data.pairs import frame_sentence, read_pairs
+from conf.schema import Settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
-from models.sentence_scores import _batches, decoder_log_likelihoods, pseudo_log_likelihoods
+from features.pairs import command
+from features.pairs.pair_sets import frame_sentence, read_pairs
+from features.pairs.sentence_scores import _batches, decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import build_model
-from modes import eval_pairs
-from tests.test_eval_edges import WINDOW, eval_settings
+from tests.features.pairs.test_pairs import _decoder_loop, _pair_file, _pll_loop, pairs_settings
+from tests.test_eval_edges import WINDOW
 from tests.test_eval_edges import _checkpoint as untrained_checkpoint
-from tests.test_pairs import _decoder_loop, _pair_file, _pll_loop
 from training.checkpoint import load_checkpoint, read_checkpoint
 
 STEP = 7
@@ -53,6 +54,12 @@ RECORD_KEYS = {
     "ties",
     "mean_margin",
 }
+
+
+def _settings(target: Path, tmp_path: Path, *overrides: str) -> Settings:
+    """``mode=pairs`` on ``target``, writing into ``tmp_path``, with ``overrides`` recorded
+    as a command line's."""
+    return pairs_settings(target, f"output_dir={tmp_path}", *overrides)
 
 
 def _checkpoint(path: Path, arch: str) -> Path:
@@ -116,13 +123,13 @@ def test_records_score_the_contents_read_and_name_what_was_scored(tmp_path, arch
     first = _checkpoint(tmp_path / "a" / "last.ckpt", arch)
     second = _checkpoint(tmp_path / "b" / "last.ckpt", arch)
     pairs = _pair_file(tmp_path / "pairs.jsonl", PAIRS)
-    settings = eval_settings(first, tmp_path, f"eval.pairs={pairs}")
-    # The first checkpoint's contents, read already (as modes.eval reads it): they are the ones
+    settings = _settings(first, tmp_path, f"pairs.path={pairs}")
+    # The first checkpoint's contents, read already (as a caller may hand them): they are the ones
     # scored, not the file read again, and they are taken out of ``read``.
     contents = read_checkpoint(first)
     contents["global_step"] = STEP + 2
     read = {first: contents}
-    records = eval_pairs.evaluate_all([first, second], settings, read)
+    records = command.evaluate_all([first, second], settings, read)
     assert read == {}
     assert len(records) == 2 * 3
     pair_set = read_pairs(str(pairs))
@@ -144,10 +151,8 @@ def test_records_score_the_contents_read_and_name_what_was_scored(tmp_path, arch
 def test_untrained_weights_are_drawn_from_the_seed(tmp_path, arch) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", arch)
     pairs = _pair_file(tmp_path / "pairs.jsonl", PAIRS)
-    settings = eval_settings(
-        ckpt, tmp_path, f"eval.pairs={pairs}", "eval.weights=untrained", "seed=3"
-    )
-    records = eval_pairs.evaluate_pairs(ckpt, settings, read_pairs(str(pairs)))
+    settings = _settings(ckpt, tmp_path, f"pairs.path={pairs}", "eval.weights=untrained", "seed=3")
+    records = command.evaluate_pairs(ckpt, settings, read_pairs(str(pairs)))
     assert {(r["weights"], r["weights_seed"]) for r in records} == {("untrained", 3)}
     loaded = load_checkpoint(ckpt)
     torch.manual_seed(3)
@@ -158,20 +163,20 @@ def test_untrained_weights_are_drawn_from_the_seed(tmp_path, arch) -> None:
 def test_on_a_gpu_the_network_moves_there_and_the_record_names_it(tmp_path, monkeypatch) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", "decoder")
     pairs = _pair_file(tmp_path / "pairs.jsonl", PAIRS)
-    settings = eval_settings(ckpt, tmp_path, f"eval.pairs={pairs}", "trainer.accelerator=gpu")
+    settings = _settings(ckpt, tmp_path, f"pairs.path={pairs}", "trainer.accelerator=gpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "Test GPU")
     # There is no GPU here: the meta device stands in for it, and a scorer that gives every
     # sentence 0 says where the network it was handed lies.
-    monkeypatch.setattr(eval_pairs, "_device", lambda settings: torch.device("meta"))
+    monkeypatch.setattr(command, "_device", lambda settings: torch.device("meta"))
     scored_on = []
 
     def scorer(model: nn.Module, sequences: list[list[int]]) -> torch.Tensor:
         scored_on.append(next(model.parameters()).device)
         return torch.zeros(len(sequences), dtype=torch.float64)
 
-    monkeypatch.setattr(eval_pairs, "decoder_log_likelihoods", scorer)
-    records = eval_pairs.evaluate_pairs(ckpt, settings, read_pairs(str(pairs)))
+    monkeypatch.setattr(command, "decoder_log_likelihoods", scorer)
+    records = command.evaluate_pairs(ckpt, settings, read_pairs(str(pairs)))
     assert scored_on == [torch.device("meta")]
     assert {r["provenance"]["device"] for r in records} == {"GPU: Test GPU"}
     assert (records[-1]["pair_acc"], records[-1]["ties"]) == (0.0, len(PAIRS))
@@ -191,15 +196,15 @@ def test_on_a_gpu_the_network_moves_there_and_the_record_names_it(tmp_path, monk
 def test_pairs_are_scored_on_the_gpu_the_accelerator_asks_for(
     tmp_path, monkeypatch, accelerator, cuda_available, device
 ) -> None:
-    settings = eval_settings(tmp_path / "x.ckpt", tmp_path, f"trainer.accelerator={accelerator}")
+    settings = _settings(tmp_path / "x.ckpt", tmp_path, f"trainer.accelerator={accelerator}")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_available)
-    assert eval_pairs._device(settings) == torch.device(device)
+    assert command._device(settings) == torch.device(device)
 
 
 # --------------------------------------------------------------------------- refusals
 
 
-def test_a_classifier_checkpoint_is_refused_for_mode_eval(tmp_path) -> None:
+def test_a_classifier_checkpoint_is_refused_for_mode_pairs(tmp_path) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", "encoder")
     contents = read_checkpoint(ckpt)
     contents["hyper_parameters"]["classifier"] = {
@@ -207,12 +212,12 @@ def test_a_classifier_checkpoint_is_refused_for_mode_eval(tmp_path) -> None:
         "pretrained": {"checkpoint": "pretrained.ckpt"},
     }
     pair_set = read_pairs(str(_pair_file(tmp_path / "pairs.jsonl", PAIRS)))
-    settings = eval_settings(ckpt, tmp_path, "eval.pairs=builtin")
+    settings = _settings(ckpt, tmp_path, "pairs.path=builtin")
     with pytest.raises(ValueError) as err:
-        eval_pairs.evaluate_pairs(ckpt, settings, pair_set, contents)
+        command.evaluate_pairs(ckpt, settings, pair_set, contents)
     assert str(err.value) == (
         f"{ckpt} is a classifier fine-tuned on sst2 (mode=finetune), not a language model; "
-        "mode=eval needs a pretrained checkpoint, such as the one it was fine-tuned from: "
+        "mode=pairs needs a pretrained checkpoint, such as the one it was fine-tuned from: "
         "pretrained.ckpt"
     )
 
@@ -220,11 +225,11 @@ def test_a_classifier_checkpoint_is_refused_for_mode_eval(tmp_path) -> None:
 def test_a_model_setting_that_differs_from_the_checkpoint_is_refused(tmp_path) -> None:
     ckpt = _checkpoint(tmp_path / "last.ckpt", "decoder")
     pair_set = read_pairs(str(_pair_file(tmp_path / "pairs.jsonl", PAIRS)))
-    settings = eval_settings(ckpt, tmp_path, "eval.pairs=builtin", "model.hidden_size=64")
+    settings = _settings(ckpt, tmp_path, "pairs.path=builtin", "model.hidden_size=64")
     with pytest.raises(ValueError) as err:
-        eval_pairs.evaluate_pairs(ckpt, settings, pair_set)
+        command.evaluate_pairs(ckpt, settings, pair_set)
     assert str(err.value).startswith(
-        f"mode=eval takes the model config from the checkpoint {ckpt}, which differs from "
+        f"mode=pairs takes the model config from the checkpoint {ckpt}, which differs from "
         "model.hidden_size on the command line"
     )
 
@@ -237,12 +242,12 @@ def test_a_model_setting_that_differs_from_the_checkpoint_is_refused(tmp_path) -
     ],
 )
 def test_data_settings_are_refused_by_the_first_one(tmp_path, overrides, named) -> None:
-    settings = replace(eval_settings(tmp_path / "x.ckpt", tmp_path), overrides=overrides)
+    settings = replace(_settings(tmp_path / "x.ckpt", tmp_path), overrides=overrides)
     with pytest.raises(ValueError) as err:
-        eval_pairs.evaluate_all([], settings, {})
+        command.evaluate_all([], settings, {})
     assert str(err.value) == (
-        f"{named} is for text; eval.pairs scores its sentences with the checkpoint's tokenizer "
-        "and no data: drop the data settings or eval.pairs"
+        f"{named} is for text; mode=pairs scores its sentences with the checkpoint's "
+        "tokenizer and no data: drop the data settings"
     )
 
 

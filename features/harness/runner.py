@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from common.library_private import dataset_file_builders
-from conf.schema import EvalConfig
 from data.hub import hub_unavailable_reason
 from data.tokenizer import tokenizer_from_json
+from features.harness.config import HarnessConfig
 from training.checkpoint import LoadedCheckpoint
 from training.hf_families import hf_family
 
@@ -50,7 +50,7 @@ def require_harness() -> Any:
     except ImportError as err:
         missing = err.name or "lm-eval"
         raise ValueError(
-            f"eval.harness needs EleutherAI's lm-evaluation-harness with Hugging Face "
+            f"mode=harness needs EleutherAI's lm-evaluation-harness with Hugging Face "
             f"transformers ({missing} is not installed): {INSTALL}"
         ) from None
     return lm_eval
@@ -61,14 +61,14 @@ def check_harness_checkpoint(loaded: LoadedCheckpoint) -> None:
     cfg = loaded.config
     if cfg.arch != "decoder":
         raise ValueError(
-            f"{loaded.path} is an {cfg.arch}: eval.harness scores next-token "
+            f"{loaded.path} is an {cfg.arch}: mode=harness scores next-token "
             "log-likelihoods, which a masked language model does not give. Score an encoder "
-            "with eval.pairs (minimal pairs), or fine-tune it on the task"
+            "with mode=pairs (minimal pairs), or fine-tune it on the task (mode=finetune)"
         )
     hf_family(cfg).check(
         cfg,
-        remedy="eval.harness scores that Hugging Face model; mode=eval without eval.harness "
-        "scores this checkpoint on text",
+        remedy="mode=harness scores that Hugging Face model; mode=eval scores this checkpoint "
+        "on text",
     )
 
 
@@ -101,12 +101,12 @@ def check_include(include: str) -> None:
     folder = Path(include)
     if not folder.is_dir():
         raise FileNotFoundError(
-            f"eval.harness_include={include} is not a directory; pass a directory of task "
+            f"harness.include={include} is not a directory; pass a directory of task "
             "YAML files (lm-eval --include_path)"
         )
     if not any(folder.rglob("*.yaml")):
         raise ValueError(
-            f"eval.harness_include={include} holds no task YAML (*.yaml, in it or below); "
+            f"harness.include={include} holds no task YAML (*.yaml, in it or below); "
             "write one per task (task:, dataset_path:, output_type:, doc_to_text:, ...) or "
             "pass the directory that holds them"
         )
@@ -158,23 +158,23 @@ def run_harness(
     loaded: LoadedCheckpoint,
     manager: Any,
     names: Sequence[str],
-    cfg: EvalConfig,
+    cfg: HarnessConfig,
     log_samples: bool = False,
 ) -> dict[str, Any]:
     """``lm_eval.simple_evaluate`` of the checkpoint on ``names``: the harness's results,
     with every request and response under ``samples`` when ``log_samples``."""
     from lm_eval import evaluator
 
-    lm = harness_model(loaded, cfg.harness_batch_size)
-    limit = cfg.harness_limit
+    lm = harness_model(loaded, cfg.batch_size)
+    limit = cfg.limit
     with hub_errors_explained(names):
         return evaluator.simple_evaluate(
             model=lm,
             tasks=list(names),
             task_manager=manager,
-            num_fewshot=cfg.harness_num_fewshot,
+            num_fewshot=cfg.num_fewshot,
             limit=int(limit) if limit is not None and limit >= 1 else limit,
-            batch_size=cfg.harness_batch_size,
+            batch_size=cfg.batch_size,
             log_samples=log_samples,
         )
 
@@ -306,9 +306,9 @@ def _unknown_tasks_message(manager: Any, unknown: Sequence[str], include: str | 
     for name in unknown:
         close = difflib.get_close_matches(name, manager.all_tasks, n=3)
         parts.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
-    where = f" or in eval.harness_include={include}" if include else ""
+    where = f" or in harness.include={include}" if include else ""
     return (
-        f"eval.harness: unknown harness task(s) {', '.join(parts)}: not among the "
+        f"harness.tasks: unknown harness task(s) {', '.join(parts)}: not among the "
         f"{len(manager.all_tasks)} tasks, groups and tags lm-eval lists{where} "
         "(`lm-eval ls tasks` prints them)"
     )
@@ -319,10 +319,10 @@ def _offline_message(needs: dict[str, list[str]], why: str) -> str:
         f"{task} reads {', '.join(hub)}" if hub else task for task, hub in needs.items()
     )
     return (
-        f"eval.harness cannot load its data ({tasks}): {why}. Run it once with the network "
+        f"mode=harness cannot load its data ({tasks}): {why}. Run it once with the network "
         "(the datasets cache keeps the data; later runs may set HF_DATASETS_OFFLINE=1), or "
         "use local data: a task YAML with dataset_path: json and dataset_kwargs: "
-        "{data_files: ...} in eval.harness_include=DIR"
+        "{data_files: ...} in harness.include=DIR"
     )
 
 

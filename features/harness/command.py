@@ -1,10 +1,11 @@
-"""``mode=eval eval.harness=TASKS``: lm-evaluation-harness tasks on decoder checkpoints.
+"""``mode=harness ckpt_path=CKPT|RUN|SWEEP harness.tasks=TASKS``: lm-evaluation-harness tasks
+on decoder checkpoints.
 
 The checkpoints are mode=eval's (a file, a run directory's best.ckpt, every run of a sweep
-directory), each read once; ``training.harness`` scores each on the tasks. Every task metric
-becomes a record of ``eval.jsonl`` beside mode=eval's others, naming what was scored (the
-task, its version and config, the harness's version, shots, limit, examples scored) so the
-same checkpoint's evaluations accumulate and a re-run replaces only its own. Over a sweep,
+directory), each read once; ``runner`` scores each on the tasks. Every task metric becomes a
+record of ``eval.jsonl`` beside mode=eval's others, naming what was scored (the task, its
+version and config, the harness's version, shots, limit, examples scored) so the same
+checkpoint's evaluations accumulate and a re-run replaces only its own. Over a sweep,
 each task metric's configurations are summarised as mode=eval's loss is (seeds as
 replicates: mean ± std, the 2 SE rule), the best being the highest where the harness says
 higher is better.
@@ -21,11 +22,7 @@ from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
 from conf.schema import Settings
-from modes.inference import checkpoints_to_evaluate
-from modes.report import refresh
-from modes.scoring import FLOAT32
-from training.checkpoint import check_no_model_overrides, load_checkpoint
-from training.harness import (
+from features.harness.runner import (
     check_harness_checkpoint,
     check_hub_reachable,
     metric_rows,
@@ -33,6 +30,10 @@ from training.harness import (
     run_harness,
     task_manager,
 )
+from modes.inference import checkpoints_to_evaluate
+from modes.report import refresh
+from modes.scoring import FLOAT32
+from training.checkpoint import check_no_model_overrides, load_checkpoint
 
 COLUMNS = (
     "checkpoint",
@@ -61,18 +62,18 @@ IDENTITY = (
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    """Score every checkpoint ``ckpt_path`` names on ``eval.harness``; ``callbacks`` (for
+    """Score every checkpoint ``ckpt_path`` names on ``harness.tasks``; ``callbacks`` (for
     Lightning's Trainer) have no use here: the harness runs the model."""
-    cfg = settings.eval
-    _check_no_data_overrides(settings)
+    cfg = settings.group("harness")
+    _check_settings(settings)
     target = Path(settings.job.ckpt_path)
     loaded = []
     for ckpt in checkpoints_to_evaluate(target):
-        checkpoint = load_checkpoint(ckpt, "eval")
+        checkpoint = load_checkpoint(ckpt, settings.job.mode)
         check_no_model_overrides(settings, checkpoint.hparams["model_config"], ckpt)
         check_harness_checkpoint(checkpoint)
         loaded.append(checkpoint)
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    manager, names = task_manager(cfg.tasks, cfg.include)
     lm_eval = require_harness()
     check_hub_reachable(manager, names)
     rows = []
@@ -84,7 +85,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
             "step": checkpoint.global_step,
             "arch": checkpoint.config.arch,
             "harness": f"lm-eval {lm_eval.__version__}",
-            "limit": cfg.harness_limit,
+            "limit": cfg.limit,
             "provenance": provenance(FLOAT32, settings.trainer.accelerator),
         }
         for row in metric_rows(results):
@@ -133,12 +134,29 @@ def _without_source(config: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**config, "metadata": metadata}
 
 
-def _check_no_data_overrides(settings: Settings) -> None:
+def _check_settings(settings: Settings) -> None:
+    """The tasks named; no setting of mode=eval's own scoring, which the harness would ignore:
+    data (the tasks bring their own), eval.stride, eval.weights."""
+    if settings.group("harness").tasks is None:
+        raise ValueError(
+            "mode=harness needs tasks: harness.tasks=TASK, harness.tasks=TASK1,TASK2 or "
+            "harness.tasks=[TASK1,TASK2] (what lm-eval --tasks takes: names, groups, tags)"
+        )
     keys = [k for k in settings.overrides if k == "data" or k.startswith("data.")]
     if keys:
         raise ValueError(
-            f"{', '.join(keys)} chooses text to score, but eval.harness tasks bring their own "
-            "data: drop it, or drop eval.harness to score that text"
+            f"{', '.join(keys)} chooses text to score, but harness tasks bring their own "
+            "data: drop it, or score that text with mode=eval"
+        )
+    if settings.eval.stride is not None:
+        raise ValueError(
+            f"eval.stride={settings.eval.stride} is for scoring text (mode=eval); the harness "
+            "tasks decide their own contexts: drop eval.stride"
+        )
+    if settings.eval.weights != "trained":
+        raise ValueError(
+            f"eval.weights={settings.eval.weights} is for tinylm's own scoring; the harness "
+            "scores the checkpoint's weights: drop eval.weights"
         )
 
 

@@ -1,11 +1,15 @@
-"""Minimal pairs (``mode=eval eval.pairs=...``) and the untrained baseline (``eval.weights``).
+"""Minimal pairs (``mode=pairs pairs.path=...``) and the untrained baseline (``eval.weights``).
 
 Sentence scores are checked against log-probabilities recomputed here in float64 from the
 network's logits, one sentence (and, for PLL, one masked token) at a time; accuracies against
-those scores with BLiMP's rule (good strictly above bad: a tie is wrong)."""
+those scores with BLiMP's rule (good strictly above bad: a tie is wrong). Over a sweep, the
+overall accuracy is grouped by configuration; each checkpoint is read once; the settings
+mode=pairs does not read, and the old ``mode=eval eval.pairs=...``, are refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import shutil
@@ -15,16 +19,24 @@ from pathlib import Path
 import pytest
 import torch
 
+import features.pairs.command
 import modes.eval
 from analysis.records import write_metrics
 from analysis.summary import configuration_rows, configuration_table, group_runs
+from conf.features import feature_groups
 from conf.hydra_runtime import parse_settings
-from data.pairs import builtin_pairs, frame_sentence, read_pairs
 from data.tokenizer import special_tokens_of, tokenizer_from_json
-from models.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
+from features.pairs.command import pair_accuracy
+from features.pairs.config import PairsConfig
+from features.pairs.pair_sets import builtin_pairs, frame_sentence, read_pairs
+from features.pairs.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import build_model
-from modes.eval_pairs import pair_accuracy
 from tests.conftest import compose_config, train_py
+from tests.corpora import make_paragraphs
+from tests.test_eval_dispatch import _with_weights_drawn_from
+from tests.test_eval_edges import WINDOW
+from tests.test_eval_edges import _checkpoint as untrained_checkpoint
+from tests.test_modes import checkpoint_reads
 from training.checkpoint import load_checkpoint, use_weights
 
 SENTENCES = [
@@ -36,11 +48,16 @@ SENTENCES = [
 ]
 
 
+def pairs_settings(ckpt: Path, *overrides: str, mode: str = "pairs"):
+    """``mode=pairs`` (or ``mode``) on ``ckpt`` with ``overrides`` recorded as a command
+    line's."""
+    cfg = compose_config(f"mode={mode}", f"ckpt_path={ckpt}", *overrides)
+    return replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
+
+
 def _evaluate(ckpt: Path, *overrides: str) -> dict:
-    """``modes.eval.run`` with ``overrides`` recorded as a command line's."""
-    cfg = compose_config("mode=eval", f"ckpt_path={ckpt}", *overrides)
-    recorded = dict(o.split("=", 1) for o in overrides)
-    return modes.eval.run(replace(parse_settings(cfg), overrides=recorded))
+    """``mode=pairs``' run with ``overrides`` recorded as a command line's."""
+    return features.pairs.command.run(pairs_settings(ckpt, *overrides))
 
 
 def _framed(loaded, texts: list[str]) -> list[list[int]]:
@@ -144,7 +161,7 @@ def test_accuracy_per_paradigm_and_overall(tiny_checkpoints, tmp_path, arch) -> 
         pairs / "same.jsonl",
         [{"sentence_good": SENTENCES[4], "sentence_bad": SENTENCES[4], "pairID": "0"}] * 2,
     )
-    results = _evaluate(ckpt, f"eval.pairs={pairs}", f"output_dir={tmp_path}")
+    results = _evaluate(ckpt, f"pairs.path={pairs}", f"output_dir={tmp_path}")
     records = {r["paradigm"]: r for r in results["results"]}
     assert list(records) == ["agreement", "first", "same", "all"]
     s = _independent(load_checkpoint(ckpt), SENTENCES)
@@ -189,12 +206,12 @@ def test_records_say_what_was_scored_and_accumulate(tiny_checkpoints, tmp_path) 
     pairs = _pair_file(
         tmp_path / "p.jsonl", [{"sentence_good": SENTENCES[0], "sentence_bad": SENTENCES[1]}]
     )
-    _evaluate(run_dir, "eval.pairs=builtin", out)
-    _evaluate(run_dir, f"eval.pairs={pairs}", out)
-    _evaluate(run_dir, "eval.pairs=builtin", "eval.weights=untrained", "seed=2", out)
-    _evaluate(run_dir, "eval.pairs=builtin", "eval.weights=untrained", "seed=3", out)
-    _evaluate(run_dir, "eval.pairs=builtin", out)  # again: replaces its own three records
-    _evaluate(run_dir, out)  # text
+    _evaluate(run_dir, "pairs.path=builtin", out)
+    _evaluate(run_dir, f"pairs.path={pairs}", out)
+    _evaluate(run_dir, "eval.weights=untrained", "seed=2", out)  # pairs.path's default: builtin
+    _evaluate(run_dir, "pairs.path=builtin", "eval.weights=untrained", "seed=3", out)
+    _evaluate(run_dir, "pairs.path=builtin", out)  # again: replaces its own three records
+    modes.eval.run(pairs_settings(run_dir, out, mode="eval"))  # text
     records = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     kinds = [(r.get("pairs"), r.get("paradigm"), r["weights"], r["weights_seed"]) for r in records]
     assert len(kinds) == len(set(kinds)) == 3 + 2 + 3 + 3 + 1
@@ -223,7 +240,7 @@ def test_untrained_weights_are_fresh_weights_of_the_same_shape(tiny_checkpoints,
     ]
     pairs = _pair_file(tmp_path / "p.jsonl", rows)
     results = _evaluate(
-        ckpt, f"eval.pairs={pairs}", "eval.weights=untrained", "seed=2", f"output_dir={tmp_path}"
+        ckpt, f"pairs.path={pairs}", "eval.weights=untrained", "seed=2", f"output_dir={tmp_path}"
     )
     record = results["results"][-1]
     assert (record["weights"], record["weights_seed"]) == ("untrained", 2)
@@ -243,11 +260,95 @@ def test_a_sweep_is_summarised_by_configuration(tiny_checkpoints, tmp_path) -> N
         (run_dir / "checkpoints").mkdir(parents=True)
         shutil.copy(tiny_checkpoints["decoder"], run_dir / "checkpoints" / "best.ckpt")
         write_metrics(run_dir, {"status": "completed", "overrides": {"seed": seed}})
-    results = _evaluate(sweep, "eval.pairs=builtin", f"output_dir={tmp_path}")
+    results = _evaluate(sweep, "pairs.path=builtin", f"output_dir={tmp_path}")
     assert len(results["results"]) == 2 * 3
     table = results["configurations"]
     assert "pair_acc" in table.splitlines()[0] and "| 2 |" in table  # one configuration, n=2
     assert len((sweep / "eval.jsonl").read_text().splitlines()) == 6
+
+
+def _pair_accuracy(ckpt: Path, pairs: list[dict[str, str]]) -> float:
+    """The share of pairs whose good sentence scores strictly above its bad one."""
+    loaded = load_checkpoint(ckpt)
+    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
+
+    def score(text: str) -> float:
+        ids = frame_sentence(tokenizer, text, "decoder", WINDOW, "test")
+        return _decoder_loop(loaded.model, ids)
+
+    right = [score(p["sentence_good"]) > score(p["sentence_bad"]) for p in pairs]
+    return sum(right) / len(right)
+
+
+SWEEP_PAIRS = [
+    {"sentence_good": good, "sentence_bad": bad, "UID": uid}
+    for good, bad, uid in (
+        ("the cat sat", "cat the sat", "order"),
+        ("a dog ran", "dog a ran", "order"),
+        ("it is red", "it are red", "agreement"),
+        ("they are here", "they is here", "agreement"),
+        ("we were there", "we was there", "agreement"),
+        ("she has it", "she have it", "agreement"),
+    )
+]
+
+
+def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
+    tmp_path: Path,
+) -> None:
+    """Two configurations (different networks, tests/test_eval_edges.py's untrained tiny
+    decoders): a record per paradigm and one over every pair each, and the sweep's table of
+    the overall accuracy, the higher the better."""
+    base = untrained_checkpoint(tmp_path / "base.ckpt", "decoder", make_paragraphs(6))
+    sweep = tmp_path / "sweep"
+    accuracy = {}
+    for job, (dropout, seed) in enumerate((("0.0", 1), ("0.1", 2))):
+        ckpt = _with_weights_drawn_from(base, seed, sweep / str(job) / "checkpoints" / "best.ckpt")
+        write_metrics(ckpt.parent.parent, {"overrides": {"model.dropout": dropout}})
+        accuracy[dropout] = _pair_accuracy(ckpt, SWEEP_PAIRS)
+    assert accuracy["0.0"] != accuracy["0.1"]  # so the table has a best
+    pairs = _pair_file(tmp_path / "pairs.jsonl", SWEEP_PAIRS)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = _evaluate(sweep, f"pairs.path={pairs}", f"output_dir={tmp_path}")
+    printed = out.getvalue().splitlines()
+    records = result["results"]
+    assert [(r["checkpoint"].split("/")[-3], r["paradigm"], r["n_pairs"]) for r in records] == [
+        (job, paradigm, n)
+        for job in ("0", "1")
+        for paradigm, n in (("agreement", 4), ("order", 2), ("all", 6))
+    ]
+    overall = [r["pair_acc"] for r in records if r["paradigm"] == "all"]
+    assert overall == pytest.approx([accuracy["0.0"], accuracy["0.1"]])
+    assert printed[0] == "| " + " | ".join(features.pairs.command.COLUMNS) + " |"
+    table = result["configurations"].splitlines()
+    assert table[0].startswith("| model.dropout | n | failed | pair_acc | vs_best |")
+    best, other = sorted(accuracy, key=accuracy.__getitem__, reverse=True)
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in table[2:]}
+    assert rows[best].startswith(f"| {best} | 1 | 0 | {accuracy[best]:.4f} | best |")
+    behind = accuracy[other] - accuracy[best]
+    assert rows[other].startswith(f"| {other} | 1 | 0 | {accuracy[other]:.4f} | {behind:.4f} |")
+    written = [json.loads(line) for line in (sweep / "eval.jsonl").read_text().splitlines()]
+    assert written == records
+
+
+def test_pair_records_keep_the_identity_mode_eval_gave_them() -> None:
+    """Records written when mode=eval scored pairs are replaced by a re-run of mode=pairs: the
+    identity is the same, with the same defaults for records from before weights and
+    precision were named; text records never share one with a pair record."""
+    old = {"checkpoint": "run/checkpoints/best.ckpt", "pairs": "builtin", "paradigm": "all"}
+    old["pairs_fingerprint"] = "f" * 16
+    new = {**old, "weights": "trained", "weights_seed": None, "precision": "32-true"}
+    identity = features.pairs.command.record_identity
+    assert identity(old) == identity(new) == modes.eval._identity(old)
+    assert identity({**old, "weights": "untrained", "weights_seed": 2}) != identity(new)
+    assert identity({**old, "paradigm": "order"}) != identity(new)
+    text = {"checkpoint": old["checkpoint"], "data": "held.txt", "split": "all"}
+    assert identity(text) != identity(new) and modes.eval._identity(text) != identity(new)
+
+
+def test_mode_pairs_reads_its_checkpoint_once(tiny_checkpoints, tmp_path, monkeypatch) -> None:
+    assert checkpoint_reads(tiny_checkpoints["decoder"], tmp_path, monkeypatch, "pairs")
 
 
 def test_the_best_accuracy_is_the_highest() -> None:
@@ -290,49 +391,58 @@ def test_bad_pair_files_are_one_line(tiny_checkpoints, tmp_path, text, message) 
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
     with pytest.raises(ValueError, match=message) as err:
-        _evaluate(tiny_checkpoints["decoder"], f"eval.pairs={path}", f"output_dir={tmp_path}")
+        _evaluate(tiny_checkpoints["decoder"], f"pairs.path={path}", f"output_dir={tmp_path}")
     assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 
 def test_missing_pairs_and_conflicting_settings(tiny_checkpoints, tmp_path) -> None:
     ckpt, out = tiny_checkpoints["encoder"], f"output_dir={tmp_path}"
-    with pytest.raises(FileNotFoundError, match=r"eval.pairs=.*nothere.jsonl does not exist"):
-        _evaluate(ckpt, f"eval.pairs={tmp_path / 'nothere.jsonl'}", out)
+    with pytest.raises(FileNotFoundError, match=r"pairs.path=.*nothere.jsonl does not exist"):
+        _evaluate(ckpt, f"pairs.path={tmp_path / 'nothere.jsonl'}", out)
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"is a directory without .jsonl files"):
-        _evaluate(ckpt, f"eval.pairs={tmp_path / 'empty'}", out)
-    with pytest.raises(ValueError, match=r"data.path is for text; eval.pairs scores"):
-        _evaluate(ckpt, "eval.pairs=builtin", "data.path=x.txt", out)
-    with pytest.raises(ValueError, match=r"eval.stride=8 is for text; minimal pairs score"):
-        parse_settings(
-            compose_config("mode=eval", "ckpt_path=x", "eval.pairs=builtin", "eval.stride=8", out)
-        )
-    with pytest.raises(ValueError, match=r"eval.pairs and eval.harness each choose"):
-        parse_settings(
-            compose_config("mode=eval", "ckpt_path=x", "eval.pairs=builtin", "eval.harness=t", out)
-        )
-    with pytest.raises(ValueError, match=r"eval.weights=untrained is for tinylm's own scoring"):
-        parse_settings(
-            compose_config(
-                "mode=eval", "ckpt_path=x", "eval.weights=untrained", "eval.harness=t", out
-            )
-        )
-    with pytest.raises(ValueError, match=r"eval.weights=random is unknown; choose"):
-        parse_settings(compose_config("mode=eval", "ckpt_path=x", "eval.weights=random", out))
+        _evaluate(ckpt, f"pairs.path={tmp_path / 'empty'}", out)
+    with pytest.raises(ValueError, match=r"data.path is for text; mode=pairs scores"):
+        _evaluate(ckpt, "pairs.path=builtin", "data.path=x.txt", out)
+    with pytest.raises(ValueError, match=r"eval.stride=8 is for text \(mode=eval\); minimal pairs"):
+        _evaluate(ckpt, "eval.stride=8", out)
+    with pytest.raises(ValueError, match=r"pairs.path is empty; pass a BLiMP-format"):
+        PairsConfig(path=" ")
+    with pytest.raises(ValueError, match=r"^pairs.path is for mode=pairs .*mode=eval does not"):
+        pairs_settings(ckpt, "pairs.path=builtin2", out, mode="eval")
+    if "heads" in feature_groups():  # its heads.prune gates heads off for mode=eval's text
+        with pytest.raises(ValueError, match=r"heads.prune is for mode=eval .*mode=pairs does"):
+            pairs_settings(ckpt, "heads.prune=0.5", out)
 
 
 def test_train_py_says_a_bad_pair_file_in_one_line(tiny_checkpoints, tmp_path) -> None:
     path = _pair_file(tmp_path / "bad.jsonl", [{"text": "a"}])
     proc = train_py(
-        "mode=eval",
+        "mode=pairs",
         f"ckpt_path={tiny_checkpoints['decoder']}",
-        f"eval.pairs={path}",
+        f"pairs.path={path}",
         f"hydra.run.dir={tmp_path / 'run'}",
         cwd=tmp_path,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "line 1 has no sentence_good or sentence_bad (its fields: text)" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_the_old_command_names_the_new_one_in_one_line(tiny_checkpoints, tmp_path) -> None:
+    proc = train_py(
+        "mode=eval",
+        f"ckpt_path={tiny_checkpoints['decoder']}",
+        "eval.pairs=builtin",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(
+        "tinylm: error: unknown key(s) eval.pairs (retired: use mode=pairs "
+        "pairs.path=builtin|FILE|DIR); valid keys: "
+    )
 
 
 def test_read_pairs_fingerprints_the_contents(tmp_path) -> None:

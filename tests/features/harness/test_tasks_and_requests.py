@@ -1,14 +1,14 @@
-"""lm-evaluation-harness on a decoder (training/harness.py) in memory, in seconds: an untrained
-tiny decoder with random weights and a character tokenizer (no training run), local YAML
-tasks, and a stand-in for the harness's own catalogue of ~15,000 tasks (indexing that takes
-10-20 s a time; tests/test_harness.py reads the real one). Pinned down: every request is
-answered with the log-likelihood recounted from the decoder's logits and the metric rows
-recount the answers (limits, few-shot prompts, a group's counts, hand-made results at their
-edges); which names are tasks (wildcards, groups of groups, inline configs, tags, YAML paths,
-groups that hold themselves) and the message that names the unknown ones with their close
-matches; which tasks read the Hugging Face Hub; and each refusal's message whole. Each test
-kills mutants that the tests of tests/test_harness.py, which load trained checkpoints, are too
-slow to meet (``python -m bench.mutations --module training/harness.py``)."""
+"""lm-evaluation-harness on a decoder (features/harness/runner.py) in memory, in seconds: an
+untrained tiny decoder with random weights and a character tokenizer (no training run), local
+YAML tasks, and a stand-in for the harness's own catalogue of ~15,000 tasks (indexing that takes
+10-20 s a time; test_harness.py reads the real one). Pinned down: every request is answered with
+the log-likelihood recounted from the decoder's logits and the metric rows recount the answers
+(limits, few-shot prompts, a group's counts, hand-made results at their edges); which names are
+tasks (wildcards, groups of groups, inline configs, tags, YAML paths, groups that hold
+themselves) and the message that names the unknown ones with their close matches; which tasks
+read the Hugging Face Hub; and each refusal's message whole. Each test kills mutants that the
+tests of test_harness.py, which load trained checkpoints, are too slow to meet (``python -m
+bench.mutations --module features/harness/runner.py``)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,21 @@ from typing import Any
 import pytest
 import torch
 
-from conf.schema import EvalConfig, OptimConfig
+from conf.schema import OptimConfig
 from data.config import DataConfig
 from data.hub import hub_unavailable_reason
 from data.tokenizer import special_tokens_of, tokenizer_from_json, train_tokenizer
-from tests.test_harness import (
+from features.harness.config import HarnessConfig
+from features.harness.runner import (
+    check_harness_checkpoint,
+    check_hub_reachable,
+    harness_model,
+    metric_rows,
+    require_harness,
+    run_harness,
+    task_manager,
+)
+from tests.features.harness.test_harness import (
     AGGREGATE,
     DOCS,
     TOLERANCE,
@@ -38,15 +48,6 @@ from tests.test_harness import (
 )
 from tests.tiny_models import tiny_config
 from training.checkpoint import LoadedCheckpoint, load_checkpoint
-from training.harness import (
-    check_harness_checkpoint,
-    check_hub_reachable,
-    harness_model,
-    metric_rows,
-    require_harness,
-    run_harness,
-    task_manager,
-)
 from training.task import task_class
 
 pytest.importorskip("accelerate", reason='the harness\'s HF model: pip install -e ".[eval]"')
@@ -58,7 +59,7 @@ INSTALL_HINT = 'pip install -e ".[eval]"'
 OFFLINE_ADVICE = (
     "Run it once with the network (the datasets cache keeps the data; later runs may set "
     "HF_DATASETS_OFFLINE=1), or use local data: a task YAML with dataset_path: json and "
-    "dataset_kwargs: {data_files: ...} in eval.harness_include=DIR"
+    "dataset_kwargs: {data_files: ...} in harness.include=DIR"
 )
 # The stand-in catalogue: the harness's own tasks as far as these tests need them.
 CATALOGUE = {
@@ -305,9 +306,9 @@ def test_an_encoder_is_sent_to_minimal_pairs_or_fine_tuning() -> None:
     with pytest.raises(ValueError) as err:
         check_harness_checkpoint(_loaded(path, "encoder"))
     assert str(err.value) == (
-        f"{path} is an encoder: eval.harness scores next-token log-likelihoods, which a "
-        "masked language model does not give. Score an encoder with eval.pairs (minimal "
-        "pairs), or fine-tune it on the task"
+        f"{path} is an encoder: mode=harness scores next-token log-likelihoods, which a "
+        "masked language model does not give. Score an encoder with mode=pairs (minimal "
+        "pairs), or fine-tune it on the task (mode=finetune)"
     )
 
 
@@ -319,8 +320,7 @@ def test_a_decoder_gpt2_cannot_reproduce_is_refused_with_what_to_do_instead() ->
     message = str(err.value)
     assert message.startswith("this decoder has no exact GPT-2 equivalent: model.norm=post")
     assert message.endswith(
-        ". eval.harness scores that Hugging Face model; mode=eval without eval.harness "
-        "scores this checkpoint on text"
+        ". mode=harness scores that Hugging Face model; mode=eval scores this checkpoint on text"
     )
 
 
@@ -345,7 +345,7 @@ def test_a_missing_harness_names_what_is_missing_and_how_to_install_it(
     with pytest.raises(ValueError) as err:
         require_harness()
     assert str(err.value) == (
-        "eval.harness needs EleutherAI's lm-evaluation-harness with Hugging Face "
+        "mode=harness needs EleutherAI's lm-evaluation-harness with Hugging Face "
         f"transformers ({missing or 'lm-eval'} is not installed): {INSTALL_HINT}"
     )
 
@@ -355,7 +355,7 @@ def test_an_include_that_is_no_directory_of_yamls_is_refused(tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError) as missing:
         task_manager(["x"], str(nowhere))
     assert str(missing.value) == (
-        f"eval.harness_include={nowhere} is not a directory; pass a directory of task YAML "
+        f"harness.include={nowhere} is not a directory; pass a directory of task YAML "
         "files (lm-eval --include_path)"
     )
     (tmp_path / "notes.txt").write_text("no tasks\n")
@@ -363,7 +363,7 @@ def test_an_include_that_is_no_directory_of_yamls_is_refused(tmp_path: Path) -> 
     with pytest.raises(ValueError) as empty:
         task_manager(["x"], str(tmp_path))
     assert str(empty.value) == (
-        f"eval.harness_include={tmp_path} holds no task YAML (*.yaml, in it or below); write "
+        f"harness.include={tmp_path} holds no task YAML (*.yaml, in it or below); write "
         "one per task (task:, dataset_path:, output_type:, doc_to_text:, ...) or pass the "
         "directory that holds them"
     )
@@ -412,15 +412,15 @@ def test_unknown_names_are_listed_with_their_close_matches(named: Path) -> None:
         task_manager(["zqxchoice", "qqqq", "broken", "nomatch*"], str(named))
     count = len(_index_of_named(named)) + len(CATALOGUE_NAMES)
     assert str(err.value) == (
-        "eval.harness: unknown harness task(s) zqxchoice (did you mean zqxchoice1 or "
+        "harness.tasks: unknown harness task(s) zqxchoice (did you mean zqxchoice1 or "
         "zqxchoice12 or zqxchoice123?), qqqq, nosuch, nosuch2, nomatch*: not among the "
-        f"{count} tasks, groups and tags lm-eval lists or in eval.harness_include={named} "
+        f"{count} tasks, groups and tags lm-eval lists or in harness.include={named} "
         "(`lm-eval ls tasks` prints them)"
     )
     with pytest.raises(ValueError) as err:
         task_manager(["hellaswagg"], None)
     assert str(err.value) == (
-        "eval.harness: unknown harness task(s) hellaswagg (did you mean hellaswag?): not among "
+        "harness.tasks: unknown harness task(s) hellaswagg (did you mean hellaswag?): not among "
         f"the {len(CATALOGUE_NAMES)} tasks, groups and tags lm-eval lists (`lm-eval ls tasks` "
         "prints them)"
     )
@@ -444,7 +444,7 @@ def test_tasks_on_hub_datasets_fail_at_once_when_the_hub_is_off(
     with pytest.raises(ConnectionError) as err:
         check_hub_reachable(manager, names)
     assert str(err.value) == (
-        f"eval.harness cannot load its data (mix reads {HUB_A}, {HUB_B}, {HUB_D}; hubby "
+        f"mode=harness cannot load its data (mix reads {HUB_A}, {HUB_B}, {HUB_D}; hubby "
         f"reads {HUB_A}): the Hugging Face Hub is {hub_unavailable_reason()}. {OFFLINE_ADVICE}"
     )
 
@@ -470,8 +470,8 @@ def test_each_request_is_answered_with_the_decoders_loglikelihood(
 ) -> None:
     """Every choice of every doc, three requests a forward pass; the accuracies and the
     stderr recounted from the log-likelihoods as the harness defines them."""
-    cfg = EvalConfig(harness="choice", harness_include=str(scored), harness_batch_size=3)
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    cfg = HarnessConfig(tasks="choice", include=str(scored), batch_size=3)
+    manager, names = task_manager(cfg.tasks, cfg.include)
     results = run_harness(decoder, manager, names, cfg, log_samples=True)
     samples = sorted(results["samples"]["choice"], key=lambda s: s["doc_id"])
     correct, correct_norm = [], []
@@ -505,8 +505,8 @@ def test_a_limit_is_a_whole_number_of_examples_or_a_fraction_of_each_task(
 ) -> None:
     """Without log_samples, no samples; a whole limit goes to the harness as an integer (as
     ``lm-eval --limit 2`` gives it), a fraction as it is (half of 5 docs: 3)."""
-    cfg = EvalConfig(harness="choice", harness_include=str(scored), harness_limit=limit)
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    cfg = HarnessConfig(tasks="choice", include=str(scored), limit=limit)
+    manager, names = task_manager(cfg.tasks, cfg.include)
     results = run_harness(decoder, manager, names, cfg)
     assert "samples" not in results
     given = results["config"]["limit"]
@@ -518,10 +518,8 @@ def test_a_limit_is_a_whole_number_of_examples_or_a_fraction_of_each_task(
 def test_a_one_shot_prompt_puts_another_answered_doc_first(
     decoder: LoadedCheckpoint, scored: Path
 ) -> None:
-    cfg = EvalConfig(
-        harness="choice", harness_include=str(scored), harness_limit=2.0, harness_num_fewshot=1
-    )
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    cfg = HarnessConfig(tasks="choice", include=str(scored), limit=2.0, num_fewshot=1)
+    manager, names = task_manager(cfg.tasks, cfg.include)
     results = run_harness(decoder, manager, names, cfg, log_samples=True)
     shots = {f"{d['context']} {d['choices'][0]}".strip(): d["context"] for d in DOCS}
     samples = sorted(results["samples"]["choice"], key=lambda s: s["doc_id"])
@@ -536,8 +534,8 @@ def test_a_one_shot_prompt_puts_another_answered_doc_first(
 def test_a_group_is_scored_as_its_tasks_with_their_counts(
     decoder: LoadedCheckpoint, scored: Path
 ) -> None:
-    cfg = EvalConfig(harness="both", harness_include=str(scored), harness_limit=2.0)
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    cfg = HarnessConfig(tasks="both", include=str(scored), limit=2.0)
+    manager, names = task_manager(cfg.tasks, cfg.include)
     rows = metric_rows(run_harness(decoder, manager, names, cfg))
     acc = {row["task"]: row for row in rows if row["metric"] == "acc"}
     assert [(t, r["n"], r["n_total"]) for t, r in acc.items()] == [
@@ -556,10 +554,10 @@ def test_a_hub_dataset_not_in_the_offline_cache_is_one_connection_error(
     import datasets
 
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    cfg = EvalConfig(harness=["choice", "hubby"], harness_include=str(scored))
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    cfg = HarnessConfig(tasks=["choice", "hubby"], include=str(scored))
+    manager, names = task_manager(cfg.tasks, cfg.include)
     with pytest.raises(ConnectionError) as err:
         run_harness(decoder, manager, names, cfg)
     message = str(err.value)
-    assert message.startswith("eval.harness cannot load its data (choice, hubby): ")
+    assert message.startswith("mode=harness cannot load its data (choice, hubby): ")
     assert message.endswith(f". {OFFLINE_ADVICE}") and "\n" not in message

@@ -3,7 +3,7 @@
 A pair is a sentence and an unacceptable twin (``sentence_good``, ``sentence_bad``); its
 paradigm is the line's ``UID`` (BLiMP's field), else its ``paradigm``, else the file's name
 without its suffix. A directory is every ``*.jsonl`` file in it (BLiMP's ``data/`` holds one
-per paradigm). ``eval.pairs=builtin`` is a small set drawn (seeded, the same for every
+per paradigm). ``pairs.path=builtin`` is a small set drawn (seeded, the same for every
 checkpoint) from the built-in corpus's short plain sentences: ``adjacent_swap`` (two adjacent
 words after the first swapped) and ``word_replace`` (a word after the first replaced by
 another of the same length from the set's sentences). The built-in corpus is the default
@@ -60,7 +60,7 @@ class PairSet:
 
 
 def read_pairs(spec: str) -> PairSet:
-    """The pairs ``eval.pairs=spec`` names: ``builtin``, a JSON-lines file, or a directory
+    """The pairs ``pairs.path=spec`` names: ``builtin``, a JSON-lines file, or a directory
     of them. Errors are one line naming the file and line."""
     if spec == BUILTIN:
         pairs = builtin_pairs()
@@ -80,13 +80,13 @@ def _pair_files(path: Path) -> list[Path]:
         files = sorted(path.glob("*.jsonl"))
         if not files:
             raise FileNotFoundError(
-                f"eval.pairs={path} is a directory without .jsonl files; pass a BLiMP-format "
+                f"pairs.path={path} is a directory without .jsonl files; pass a BLiMP-format "
                 "file or a directory of them (one per paradigm, as BLiMP's data/ is)"
             )
         return files
     raise FileNotFoundError(
-        f"eval.pairs={path} does not exist; pass a BLiMP-format .jsonl file (sentence_good, "
-        "sentence_bad on each line), a directory of them, or eval.pairs=builtin"
+        f"pairs.path={path} does not exist; pass a BLiMP-format .jsonl file (sentence_good, "
+        "sentence_bad on each line), a directory of them, or pairs.path=builtin"
     )
 
 

@@ -1,4 +1,4 @@
-"""``mode=eval eval.harness=TASKS``: lm-evaluation-harness tasks on a decoder checkpoint.
+"""``mode=harness harness.tasks=TASKS``: lm-evaluation-harness tasks on a decoder checkpoint.
 
 Every task here is a local YAML over a jsonl file the test writes (offline). The harness's
 loglikelihoods are recomputed from tinylm's own Decoder in float64 on a network with large
@@ -18,14 +18,17 @@ from pathlib import Path
 import pytest
 import torch
 
+import features.harness.command
+import modes
 import modes.eval
 from analysis.records import read_records
 from analysis.summary import configuration_rows, group_runs
+from conf.command_line import check_command_line
+from conf.features import comma_lists, feature_groups
 from conf.hydra_runtime import parse_settings
-from conf.schema import EvalConfig
 from data.tokenizer import special_tokens_of, tokenizer_from_json
+from features.harness.config import HarnessConfig
 from tests.conftest import compose_config
-from train import harness_task_list
 from training.checkpoint import load_checkpoint
 
 TOLERANCE = 1e-6  # relative, of a float32 model's loglikelihood against float64 (seen: 8e-8)
@@ -66,13 +69,17 @@ def write_task(folder: Path, name: str, docs: list[dict] = DOCS, **fields: objec
     return folder
 
 
-def evaluate(ckpt: Path, *overrides: str) -> dict:
-    """``modes.eval.run`` with ``overrides`` recorded as Hydra records a command line's
-    (``compose`` records none)."""
+def harness_settings(ckpt: Path, *overrides: str, mode: str = "harness"):
+    """``mode=harness`` (or ``mode``) settings with ``overrides`` recorded as Hydra records a
+    command line's (``compose`` records none)."""
     # output_dir: Hydra's run directory, which the harness never writes to
-    cfg = compose_config("mode=eval", f"ckpt_path={ckpt}", "output_dir=unused", *overrides)
-    recorded = dict(o.split("=", 1) for o in overrides)
-    return modes.eval.run(replace(parse_settings(cfg), overrides=recorded))
+    cfg = compose_config(f"mode={mode}", f"ckpt_path={ckpt}", "output_dir=unused", *overrides)
+    return replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
+
+
+def evaluate(ckpt: Path, *overrides: str) -> dict:
+    """``mode=harness``'s run with ``overrides`` recorded as a command line's."""
+    return features.harness.command.run(harness_settings(ckpt, *overrides))
 
 
 def randomised(loaded):
@@ -112,14 +119,14 @@ def test_loglikelihoods_are_tinylms_and_the_accuracy_recounts_them(
     tiny_checkpoints, tmp_path, batch_size
 ) -> None:
     pytest.importorskip("accelerate", reason='the harness\'s HF model: pip install -e ".[eval]"')
-    from training.harness import harness_model, metric_rows, run_harness, task_manager
+    from features.harness.runner import harness_model, metric_rows, run_harness, task_manager
 
     tasks = write_task(tmp_path / "tasks", "choice")
-    cfg = EvalConfig(harness="choice", harness_include=str(tasks), harness_batch_size=batch_size)
+    cfg = HarnessConfig(tasks="choice", include=str(tasks), batch_size=batch_size)
     loaded = randomised(load_checkpoint(tiny_checkpoints["decoder"]))
     tokenizer = tokenizer_from_json(loaded.hparams["tokenizer_json"])
     assert harness_model(loaded, batch_size).prefix_token_id == special_tokens_of(tokenizer).eos_id
-    manager, names = task_manager(cfg.harness, cfg.harness_include)
+    manager, names = task_manager(cfg.tasks, cfg.include)
     results = run_harness(loaded, manager, names, cfg, log_samples=True)
     samples = sorted(results["samples"]["choice"], key=lambda s: s["doc_id"])
     assert [s["doc"]["context"] for s in samples] == [d["context"] for d in DOCS]
@@ -157,13 +164,14 @@ def test_records_accumulate_and_a_rerun_replaces_its_own(tiny_checkpoints, tmp_p
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(tiny_checkpoints["decoder"].read_bytes())
     records_file = ckpt.parent / "eval.jsonl"
-    include = f"eval.harness_include={tasks}"
-    plain = evaluate(ckpt)["results"]  # mode=eval's own record, on the run's validation split
-    evaluate(ckpt, "eval.harness=first", include)
-    out = evaluate(ckpt, "eval.harness=second", include)
+    include = f"harness.include={tasks}"
+    # mode=eval's own record, on the run's validation split
+    plain = modes.eval.run(harness_settings(ckpt, mode="eval"))["results"]
+    evaluate(ckpt, "harness.tasks=first", include)
+    out = evaluate(ckpt, "harness.tasks=second", include)
     assert out["eval_jsonl"] == str(records_file)
-    limited = evaluate(ckpt, "eval.harness=first", include, "eval.harness_limit=2")["results"]
-    rerun = evaluate(ckpt, "eval.harness=first", include)
+    limited = evaluate(ckpt, "harness.tasks=first", include, "harness.limit=2")["results"]
+    rerun = evaluate(ckpt, "harness.tasks=first", include)
     records = [r for _, r in read_records(records_file)]
     assert records[:1] == plain
     records = records[1:]
@@ -198,7 +206,7 @@ def test_a_sweep_is_scored_job_by_job_and_summarised(tiny_checkpoints, tiny_ckpt
             json.dumps({"status": "completed", "overrides": overrides})
         )
     tasks = write_task(tmp_path / "tasks", "choice")
-    out = evaluate(sweep, "eval.harness=choice", f"eval.harness_include={tasks}")
+    out = evaluate(sweep, "harness.tasks=choice", f"harness.include={tasks}")
     scored = [(Path(r["checkpoint"]).parent.parent.name, r["metric"]) for r in out["results"]]
     assert scored == [(str(n), m) for n in range(4) for m in ("acc", "acc_norm")]
     acc = {r["checkpoint"]: r["value"] for r in out["results"] if r["metric"] == "acc"}
@@ -216,8 +224,8 @@ def test_a_group_is_scored_with_its_tasks(tiny_checkpoints, tmp_path) -> None:
     tasks = write_task(tmp_path / "tasks", "first")
     write_task(tasks, "second", DOCS[:3])
     (tasks / "both.yaml").write_text(f"group: both\ntask: [first, second]\n{AGGREGATE}")
-    ckpt, include = tiny_checkpoints["decoder"], f"eval.harness_include={tasks}"
-    rows = evaluate(ckpt, "eval.harness=both", include)["results"]
+    ckpt, include = tiny_checkpoints["decoder"], f"harness.include={tasks}"
+    rows = evaluate(ckpt, "harness.tasks=both", include)["results"]
     acc = {r["task"]: r for r in rows if r["metric"] == "acc"}
     assert set(acc) == {"first", "second", "both"}
     assert (acc["both"]["n"], acc["both"]["n_total"]) == (len(DOCS) + 3, len(DOCS) + 3)
@@ -245,12 +253,12 @@ def test_the_include_directory_alone_gives_what_the_whole_index_gives(
     pytest.importorskip("accelerate", reason='the harness\'s HF model: pip install -e ".[eval]"')
     from lm_eval.tasks import TaskManager
 
-    from training.harness import metric_rows, run_harness, task_manager
+    from features.harness.runner import metric_rows, run_harness, task_manager
 
     tasks = write_task(tmp_path / "tasks", "choice")
-    cfg = EvalConfig(harness="choice", harness_include=str(tasks))
+    cfg = HarnessConfig(tasks="choice", include=str(tasks))
     loaded = load_checkpoint(tiny_checkpoints["decoder"])
-    quick, names = task_manager(cfg.harness, cfg.harness_include)
+    quick, names = task_manager(cfg.tasks, cfg.include)
     whole = TaskManager(include_path=str(tasks))
     assert len(quick.all_tasks) == 1 and len(whole.all_tasks) > 1000
     assert task_manager(["cho*"], str(tasks))[1] == ["choice"]  # a wildcard, as lm-eval's
@@ -260,13 +268,27 @@ def test_the_include_directory_alone_gives_what_the_whole_index_gives(
 
 
 def test_task_lists_from_the_command_line() -> None:
-    assert harness_task_list(["eval.harness=a,b", "eval.harness=[a,b]", "prompt=a,b"]) == [
-        "eval.harness=[a,b]",
-        "eval.harness=[a,b]",
+    args = ["harness.tasks=a,b", "harness.tasks=[a,b]", "harness.tasks='a,b'", "prompt=a,b"]
+    assert comma_lists(args) == [
+        "harness.tasks=[a,b]",
+        "harness.tasks=[a,b]",
+        "harness.tasks='a,b'",
         "prompt=a,b",
     ]
-    assert EvalConfig(harness="a, b,a").harness == ["a", "b"]
-    assert EvalConfig(harness=["a", "b"]).harness == ["a", "b"]
+    assert HarnessConfig(tasks="a, b,a").tasks == ["a", "b"]
+    assert HarnessConfig(tasks=["a", "b"]).tasks == ["a", "b"]
+
+
+def test_the_mode_is_the_features_and_the_old_command_names_it() -> None:
+    assert modes.find("harness") is features.harness.command.run
+    for old, new in [
+        ("eval.harness=hellaswag,arc_easy", "mode=harness harness.tasks=TASKS"),
+        ("eval.harness_limit=4", "harness.limit=N with mode=harness"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            check_command_line(["mode=eval", "ckpt_path=x", old])
+        key = old.partition("=")[0]
+        assert str(err.value).startswith(f"unknown key(s) {key} (retired: use {new}); valid keys:")
 
 
 # ------------------------------------------------------------------------------- bad input
@@ -275,13 +297,15 @@ def test_task_lists_from_the_command_line() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["eval.harness=', '"], r"eval.harness=', ' names no task"),
-        (["eval.harness=x", "eval.stride=4"], r"eval.stride=4 is for scoring text"),
-        (["eval.harness_limit=5"], r"eval.harness_limit set without eval.harness"),
-        (["eval.harness=x", "eval.harness_limit=1.5"], r"whole number of examples"),
-        (["eval.harness=x", "eval.harness_num_fewshot=-1"], r"harness_num_fewshot=-1 must be"),
-        (["eval.harness=x", "eval.harness_batch_size=0"], r"harness_batch_size=0 must be >= 1"),
-        (["eval.harness=x", "data.path=a.txt"], r"data.path chooses text to score, but"),
+        (["harness.tasks=', '"], r"harness.tasks=', ' names no task"),
+        (["harness.tasks=x", "eval.stride=4"], r"eval.stride=4 is for scoring text"),
+        (["harness.limit=5"], r"harness.limit set without harness.tasks"),
+        ([], r"mode=harness needs tasks: harness.tasks=TASK"),
+        (["harness.tasks=x", "harness.limit=1.5"], r"whole number of examples"),
+        (["harness.tasks=x", "harness.num_fewshot=-1"], r"num_fewshot=-1 must be"),
+        (["harness.tasks=x", "harness.batch_size=0"], r"batch_size=0 must be >= 1"),
+        (["harness.tasks=x", "data.path=a.txt"], r"data.path chooses text to score, but"),
+        (["harness.tasks=x", "eval.weights=untrained"], r"eval.weights=untrained is for tinylm"),
     ],
 )
 def test_bad_settings_are_one_line(tiny_checkpoints, overrides, message) -> None:
@@ -289,9 +313,20 @@ def test_bad_settings_are_one_line(tiny_checkpoints, overrides, message) -> None
         evaluate(tiny_checkpoints["decoder"], *overrides)
 
 
+def test_harness_settings_are_for_mode_harness_alone(tiny_checkpoints) -> None:
+    ckpt = tiny_checkpoints["decoder"]
+    with pytest.raises(ValueError, match=r"^harness.tasks is for mode=harness .*mode=eval does"):
+        harness_settings(ckpt, "harness.tasks=x", "harness.limit=2", mode="eval")
+    with pytest.raises(ValueError, match=r"^harness.batch_size is for mode=harness .*mode=train"):
+        harness_settings(ckpt, "harness.batch_size=4", mode="train")
+    if "heads" in feature_groups():  # its heads.prune gates heads off for mode=eval's text
+        with pytest.raises(ValueError, match=r"heads.prune is for mode=eval .*mode=harness does"):
+            harness_settings(ckpt, "harness.tasks=x", "heads.prune=0.5")
+
+
 def test_an_encoder_is_sent_to_pairs_and_fine_tuning(tiny_checkpoints) -> None:
-    with pytest.raises(ValueError, match=r"is an encoder: eval.harness .* eval.pairs .*fine-tune"):
-        evaluate(tiny_checkpoints["encoder"], "eval.harness=x")
+    with pytest.raises(ValueError, match=r"is an encoder: mode=harness .* mode=pairs .*fine-tune"):
+        evaluate(tiny_checkpoints["encoder"], "harness.tasks=x")
 
 
 @pytest.mark.parametrize("missing", ["lm_eval", "accelerate"])
@@ -300,16 +335,16 @@ def test_a_missing_harness_says_how_to_install_it(tiny_checkpoints, monkeypatch,
     monkeypatch.delitem(sys.modules, "lm_eval.models.huggingface", raising=False)
     message = rf"\({missing} is not installed\): pip install -e \"\.\[eval\]\""
     with pytest.raises(ValueError, match=message):
-        evaluate(tiny_checkpoints["decoder"], "eval.harness=x")
+        evaluate(tiny_checkpoints["decoder"], "harness.tasks=x")
 
 
 def test_an_include_directory_without_yamls_is_refused(tiny_checkpoints, tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("no tasks here\n")
     ckpt = tiny_checkpoints["decoder"]
-    with pytest.raises(ValueError, match=rf"eval.harness_include={tmp_path} holds no task YAML"):
-        evaluate(ckpt, "eval.harness=x", f"eval.harness_include={tmp_path}")
-    with pytest.raises(FileNotFoundError, match=r"harness_include=.*nowhere is not a directory"):
-        evaluate(ckpt, "eval.harness=x", f"eval.harness_include={tmp_path / 'nowhere'}")
+    with pytest.raises(ValueError, match=rf"harness.include={tmp_path} holds no task YAML"):
+        evaluate(ckpt, "harness.tasks=x", f"harness.include={tmp_path}")
+    with pytest.raises(FileNotFoundError, match=r"harness.include=.*nowhere is not a directory"):
+        evaluate(ckpt, "harness.tasks=x", f"harness.include={tmp_path / 'nowhere'}")
 
 
 def test_an_unknown_task_is_named_with_the_close_ones(tiny_checkpoints, tmp_path) -> None:
@@ -321,8 +356,8 @@ def test_an_unknown_task_is_named_with_the_close_ones(tiny_checkpoints, tmp_path
     with pytest.raises(ValueError) as err:
         evaluate(
             tiny_checkpoints["decoder"],
-            "eval.harness=[choise,hellaswagg,broken]",
-            f"eval.harness_include={tasks}",
+            "harness.tasks=[choise,hellaswagg,broken]",
+            f"harness.include={tasks}",
         )
     message = str(err.value)
     assert "unknown harness task(s) choise (did you mean choice" in message
@@ -344,10 +379,10 @@ def test_a_hub_task_fails_fast_offline(tiny_checkpoints, tmp_path, monkeypatch, 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     tasks = write_task(tmp_path / "tasks", "hubby", dataset_path="tinylm-tests/no-such-dataset")
     with pytest.raises(ConnectionError) as err:
-        evaluate(tiny_checkpoints["decoder"], "eval.harness=hubby", f"eval.harness_include={tasks}")
+        evaluate(tiny_checkpoints["decoder"], "harness.tasks=hubby", f"harness.include={tasks}")
     message = str(err.value)
-    assert message.startswith("eval.harness cannot load its data (hubby")
-    assert "tinylm-tests/no-such-dataset" in message and "eval.harness_include=DIR" in message
+    assert message.startswith("mode=harness cannot load its data (hubby")
+    assert "tinylm-tests/no-such-dataset" in message and "harness.include=DIR" in message
     if not offline_at_import:
         up_front = "hubby reads tinylm-tests/no-such-dataset): the Hugging Face Hub is switched off"
         assert up_front in message

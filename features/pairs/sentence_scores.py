@@ -3,7 +3,7 @@ log-probabilities, an encoder's pseudo-log-likelihood (PLL: each token masked in
 predicted from the rest; Salazar et al. 2020, "Masked Language Model Scoring").
 
 Pure torch: token id sequences in, one float64 score in nats per sequence out. The caller
-frames each sentence as the model read text in training (``data.pairs.frame_sentence``): a
+frames each sentence as the model read text in training (``pair_sets.frame_sentence``): a
 decoder's sequence starts with the EOS that ends the document before it, and every token after
 that one is scored; an encoder's is ``[CLS] sentence [SEP]``, and every token between the two
 is scored. Both run the network in eval mode (no dropout) without gradients.
