@@ -22,7 +22,8 @@ from omegaconf import DictConfig
 import modes
 from common.provenance import provenance
 from conf.command_line import check_command_line
-from conf.hydra_runtime import job_overrides, parse_settings, search_trial, sweep_dir
+from conf.features import comma_lists
+from conf.hydra_runtime import job_overrides, parse_settings, sweep_dir
 
 # Quiet, offline-safe defaults; the environment can still override each one.
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -53,12 +54,6 @@ def run(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     Lightning callbacks for the modes that run a Trainer (tests inject faults with them)."""
     mode = modes.find(str(cfg.mode))
     settings = parse_settings(cfg)
-    trial = search_trial() if str(cfg.mode) == "train" else None
-    if trial is not None:  # an Optuna search's trial with a pruner: report, maybe stop
-        from training.pruning import trial_pruning
-
-        pruning = trial_pruning(trial.storage, trial.study_name, trial.number, trial.pruner)
-        callbacks = [*callbacks, pruning]
     import torch
 
     # Subnormal floats are 10-100x slower on x86 CPUs, and training makes many: softmax
@@ -152,19 +147,6 @@ def _quote_prompt(arg: str) -> str:
     return f"prompt='{text}'"
 
 
-def harness_task_list(args: Sequence[str]) -> list[str]:
-    """Command-line arguments with ``eval.harness=A,B`` (lm-eval's ``--tasks A,B``) rewritten
-    as Hydra's list ``eval.harness=[A,B]``: as typed, Hydra reads the commas as a sweep and
-    refuses a single run. A value already quoted or bracketed is left to Hydra."""
-    key = "eval.harness="
-    return [
-        f"{key}[{arg.removeprefix(key)}]"
-        if arg.startswith(key) and "," in arg and arg[len(key) : len(key) + 1] not in "[\"'"
-        else arg
-        for arg in args
-    ]
-
-
 def _record_failure(cfg: DictConfig, err: Exception) -> None:
     """A failed sweep job: its traceback on stderr, ``status: failed`` in its record."""
     from analysis.run_record import Status, run_record, write_record
@@ -189,6 +171,6 @@ def _record_failure(cfg: DictConfig, err: Exception) -> None:
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = harness_task_list(verbatim_prompt(sys.argv[1:]))
+    sys.argv[1:] = comma_lists(verbatim_prompt(sys.argv[1:]))
     check_arguments(sys.argv[1:])
     main()

@@ -1,8 +1,9 @@
 """The columns of a report's table: every metric recorded for a sweep's runs (or one run),
 each a value per run, read from the files the commands wrote.
 
-- each run's record: the best validation loss and bpb (a fine-tune's: its test metric), and the
-  time to ``summary.target_loss`` (``analysis/time_to_target.py``);
+- each run's record: the metric the runs are ranked by (``Ranking``: the best validation loss, a
+  fine-tune's test metric), bpb, and the time to ``summary.target_loss``
+  (``analysis/time_to_target.py``);
 - ``eval.jsonl`` (the sweep's, each run's and each run's ``checkpoints/``): held-out text (loss,
   bpb), minimal pairs (accuracy overall and per paradigm), harness tasks, fine-tunes (the task
   metric per task and init);
@@ -18,19 +19,53 @@ grouped by configuration over seeds exactly as the summary groups the best valid
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from analysis.records import RESULTS_FILE, read_records, warn
 from analysis.run_record import Status, has_record
-from analysis.summary import Configuration, configuration_rows, group_runs
-from analysis.sweep_summary import ranking
+from analysis.summary import MEANS, Configuration, configuration_rows, group_runs
 from analysis.time_to_target import first_reached
 
 HEADS_FILE = "heads.json"
+# The share of a layer's importance whose heads count as the ones that matter (mode=heads).
+IMPORTANCE_SHARE = 0.9
+# A pretraining run's results, as runs.csv lists them.
+_RUN_COLUMNS = ("params", "best_val_loss", "val_ppl", "val_acc", "tokens_per_sec", "status")
+# A fine-tune's: the test split's metrics, its best validation loss, its speed.
+_FINETUNE_MEANS = (
+    "test_accuracy",
+    "test_f1",
+    "test_mcc",
+    "best_val_loss",
+    "examples_per_sec",
+)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What a sweep's configurations are compared by: pretraining runs by their best
+    validation loss (lowest best), fine-tunes by their task's metric on the test split
+    (highest best), as their records name it."""
+
+    metric: str = "best_val_loss"
+    higher_is_better: bool = False
+    means: tuple[str, ...] = MEANS
+    run_columns: tuple[str, ...] = _RUN_COLUMNS
+    fine_tunes: bool = False
+
+
+def ranking(runs: Sequence[dict[str, Any]]) -> Ranking:
+    """The ``Ranking`` of a sweep's runs: a fine-tune's when its completed runs are fine-tunes."""
+    tuned = [r for r in runs if r.get("status") == Status.COMPLETED and r.get("mode") == "finetune"]
+    if not tuned:
+        return Ranking()
+    metric = f"test_{tuned[0]['metric']}"
+    means = tuple(m for m in _FINETUNE_MEANS if m != metric)
+    return Ranking(metric, True, means, (metric, *means, "status"), fine_tunes=True)
 
 
 @dataclass
@@ -43,7 +78,6 @@ class Column:
     group: str
     higher_is_better: bool | None
     values: dict[str, float] = field(default_factory=dict)
-    note: str = ""
 
     @property
     def judged(self) -> bool:
@@ -61,14 +95,16 @@ class Cell:
     exceeds_2se: bool | None
     holm_p: float | None
     holm_significant: bool | None
-    values: list[float]
 
 
 def run_columns(
-    root: Path, runs: Sequence[dict[str, Any]], target_loss: float | None
+    runs: Sequence[dict[str, Any]],
+    ranked: Ranking,
+    target_loss: float | None,
+    records: Sequence[tuple[str, dict[str, Any]]],
 ) -> list[Column]:
-    """Every column with at least one value for ``runs`` (``root``: the sweep directory, or
-    the run directory of a single run)."""
+    """Every column with at least one value for ``runs`` (``with_heads``' runs, their
+    ``records`` ``run_records``'), the first the metric they are ranked by."""
     columns: dict[str, Column] = {}
 
     def put(key: str, title: str, group: str, higher: bool | None, run: str, value: Any) -> None:
@@ -76,19 +112,11 @@ def run_columns(
             column = columns.setdefault(key, Column(key, title, group, higher))
             column.values[run] = float(value)
 
-    ranked = ranking(runs)
     for run in runs:
         if run.get("status") != Status.COMPLETED:
             continue
-        name = run["run"]
-        put(
-            ranked.metric,
-            ranked.metric,
-            "training",
-            ranked.higher_is_better,
-            name,
-            run.get(ranked.metric),
-        )
+        name, metric = run["run"], ranked.metric
+        put(metric, metric, "training", ranked.higher_is_better, name, run.get(metric))
         if not ranked.fine_tunes:
             put("val_bpb", "val_bpb", "training", False, name, run.get("val_bpb"))
         reached = first_reached(run, target_loss) if target_loss is not None else None
@@ -97,29 +125,16 @@ def run_columns(
             put(
                 f"{unit}_to_target", title, "time to target", False, name, (reached or {}).get(unit)
             )
-    run_dirs = _run_dirs(root, runs)
-    for name, record in _records(root, run_dirs):
+    for name, record in records:
         for key, title, group, higher, value in _record_columns(record):
             put(key, title, group, higher, name, value)
-    for name, run_dir in run_dirs.items():
-        heads = _heads_record(run_dir)
-        if heads:
-            put(
-                "heads_90",
-                "heads for 90% of importance",
-                "heads",
-                None,
-                name,
-                statistics.fmean(heads["heads_for_90"]),
-            )
-            put(
-                "pruned_half_loss",
-                "loss, half the heads pruned",
-                "heads",
-                False,
-                name,
-                heads.get("pruned_half_loss"),
-            )
+    for run in runs:
+        heads = run.get("heads")
+        if heads is not None:
+            share = f"heads for {IMPORTANCE_SHARE:.0%} of importance"
+            put("heads_90", share, "heads", None, run["run"], fmean(heads["heads_for_90"]))
+            half = heads.get("pruned_half_loss")
+            put("pruned_half_loss", "loss, half the heads pruned", "heads", False, run["run"], half)
     return list(columns.values())
 
 
@@ -128,15 +143,7 @@ def column_cells(
 ) -> tuple[list[Configuration], list[Cell]]:
     """``column`` grouped by configuration over ``keys`` (seeds as replicates): the
     configurations, in the summary's order, and a cell for each."""
-    valued = [
-        {
-            "run": run["run"],
-            "status": run.get("status"),
-            "overrides": run.get("overrides", {}),
-            column.key: column.values.get(run["run"]),
-        }
-        for run in runs
-    ]
+    valued = [{**run, column.key: column.values.get(run["run"])} for run in runs]
     higher = bool(column.higher_is_better)
     configs = group_runs(valued, keys, metric=column.key, higher_is_better=higher)
     rows = configuration_rows(configs, means=())
@@ -149,40 +156,17 @@ def column_cells(
             exceeds_2se=row["exceeds_2se"] if column.judged else None,
             holm_p=row["holm_p"] if column.judged else None,
             holm_significant=row["holm_significant"] if column.judged else None,
-            values=config.losses,
         )
-        for config, row in zip(configs, rows, strict=True)
+        for row in rows
     ]
     return configs, cells
 
 
-def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Every record of each run (by run name), in the order they count."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for name, record in _records(root, _run_dirs(root, runs)):
-        found.setdefault(name, []).append(record)
-    return found
-
-
-def heads_records(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each run's ``heads.json`` (mode=heads' analysis of its checkpoint), by run name."""
-    found = {}
-    for name, run_dir in _run_dirs(root, runs).items():
-        record = _heads_record(run_dir)
-        if record:
-            found[name] = record
-    return found
-
-
-def _run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
-    if len(runs) == 1 and has_record(root):  # a run directory's own page
-        return {runs[0]["run"]: root}
-    return {run["run"]: root / run["run"] for run in runs}
-
-
-def _records(root: Path, run_dirs: dict[str, Path]) -> list[tuple[str, dict[str, Any]]]:
-    """(run name, record) for every record of ``run_dirs``' checkpoints, in the order they
-    count: the sweep's eval.jsonl, then each run's, then each run's checkpoints/."""
+def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(run name, record) for every record of the runs' checkpoints, in the order they count:
+    the sweep's eval.jsonl, then each run's, then each run's checkpoints/ (``root``: the
+    sweep directory, or the run directory of a single run)."""
+    run_dirs = _run_dirs(root, runs)
     owners = {run_dir.resolve(): name for name, run_dir in run_dirs.items()}
     files = [root / RESULTS_FILE]
     for run_dir in run_dirs.values():
@@ -194,6 +178,20 @@ def _records(root: Path, run_dirs: dict[str, Path]) -> list[tuple[str, dict[str,
             if owner is not None:
                 found.append((owner, record))
     return found
+
+
+def with_heads(root: Path, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``runs``, each with its ``heads.json`` (mode=heads' analysis of its checkpoint) as
+    ``heads`` when it has one."""
+    run_dirs = _run_dirs(root, runs)
+    found = [(run, _heads_record(run_dirs[run["run"]])) for run in runs]
+    return [run if heads is None else {**run, "heads": heads} for run, heads in found]
+
+
+def _run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
+    if len(runs) == 1 and has_record(root):  # a run directory's own page
+        return {runs[0]["run"]: root}
+    return {run["run"]: root / run["run"] for run in runs}
 
 
 def _owner(record: dict[str, Any] | None, owners: dict[Path, str]) -> str | None:

@@ -1,50 +1,35 @@
 """``report.html``: every number recorded for a sweep (or one run) on one page that a browser
-opens from disk, with its figures and what produced it.
+opens from disk, with its figures and what produced it: one rendering of its report
+(``analysis/report.py``).
 
 The page holds a header (what was swept, the runs by status, the compute spent, the
 provenance: ``common/provenance.py``), one table with a row per configuration and a column
 per metric (``analysis/report_columns.py``: each cell the mean ± std over seeds, the best
-marked, the 2 SE and Holm verdicts against it; sortable by any column), the figures
-(``analysis/report_figures.py``), the failed runs with their errors and every run's settings
-with links to its files. A run directory's page is the same for its one run, with its
-records and its closing sample. The page is a Jinja2 template with autoescaping, so every
-string that comes from a run (errors, labels, file names, swept values) is shown as text;
-its images are data URIs and its only script sorts the table and picks a heatmap.
+marked, the 2 SE and Holm verdicts against it; sortable by any column), the figures (SVG;
+the heatmap of any judged column as a coloured table of text, chosen in a list), the failed
+runs with their errors and every run's settings with links to its files. A run directory's
+page is the same for its one run, with its records and its closing sample. The page is a
+Jinja2 template with autoescaping, so every string that comes from a run (errors, labels,
+file names, swept values) is shown as text; its images are data URIs and its only script
+sorts the table and picks a heatmap.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
 
-from analysis.report_columns import (
-    Cell,
-    column_cells,
-    heads_records,
-    run_columns,
-    run_records,
-)
-from analysis.report_figures import (
-    Figure,
-    head_maps,
-    heatmaps,
-    loss_heatmap,
-    prune_curve,
-    prune_curves,
-    search_history,
-    validation_curves,
-)
-from analysis.run_record import Status, collect_runs, has_record, read_run, record_path
-from analysis.summary import REPLICATE_KEY, Configuration, group_runs, swept_keys
-from analysis.sweep_summary import search_result
+from analysis.report import Report, build_report
+from analysis.run_record import Status, record_path
 from common.files import write_text_atomically
-from common.provenance import code_label, differing_runs
+from common.provenance import code_label
 
 REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -55,62 +40,47 @@ COMPUTE = ("steps", "tokens", "flops", "seconds")
 def write_report(path: Path, target_loss: float | None = None) -> Path | None:
     """``report.html`` in ``path``, a sweep directory or a run directory (None when it holds
     no run), with the time to ``target_loss`` (None: the sweep's own summary.target_loss)."""
-    path = Path(path)
-    single = has_record(path)
-    if single:
-        runs = [{"run": path.name, **(read_run(path, "the report shows it as failed") or {})}]
-    else:
-        runs = collect_runs(path)
-    if not runs:
-        return None
-    if target_loss is None:
-        target_loss = _sweep_target_loss(path)
-    page = _template().render(**page_context(path, runs, single, target_loss))
-    return write_text_atomically(path / REPORT_FILE, page)
+    report = build_report(path, target_loss)
+    return None if report is None else write_page(report)
 
 
-def page_context(
-    root: Path, runs: Sequence[dict[str, Any]], single: bool, target_loss: float | None
-) -> dict[str, Any]:
+def write_page(report: Report) -> Path:
+    """``report.html`` of ``report``, in its directory."""
+    page = _template().render(**page_context(report))
+    return write_text_atomically(report.root / REPORT_FILE, page)
+
+
+def page_context(report: Report) -> dict[str, Any]:
     """What the template shows (see the module docstring)."""
-    keys = [k for k in swept_keys(runs) if k != REPLICATE_KEY]
-    columns = run_columns(root, runs, target_loss)
-    cells = [column_cells(column, runs, keys)[1] for column in columns]
-    configs = group_runs(runs, keys)
-    heads = heads_records(root, runs)
-    search = None if single else search_result(root)
-    figures: list[Figure] = []
-    if keys and search is None and not any(r.get("mode") == "finetune" for r in runs):
-        figures.append(loss_heatmap(configs, keys))
-    curves = validation_curves(configs)
-    if curves:
-        figures.append(curves)
-    if single and heads:
-        figures.append(prune_curve(next(iter(heads.values()))))
-    else:
-        figures += [f for f in [prune_curves(runs, heads, keys)] if f]
-    if search is not None:
-        figures.append(search_history(runs))
+    runs, single = report.runs, report.single
     return {
-        "title": f"{'Run' if single else 'Sweep'} {root}",
-        "single": single,
-        "swept": {k: sorted({str(r.get("overrides", {}).get(k)) for r in runs}) for k in keys},
+        "title": f"{'Run' if single else 'Sweep'} {report.root}",
+        "swept": {
+            k: sorted({str(r.get("overrides", {}).get(k)) for r in runs}) for k in report.keys
+        },
         "statuses": _statuses(runs),
         "compute": _compute(runs),
         "provenance": _provenance(runs),
-        "mixed": differing_runs([(r["run"], r.get("provenance")) for r in runs]),
-        "keys": keys,
-        "columns": columns,
-        "rows": _rows(configs, cells),
-        "heatmaps": [] if search is not None or not keys else heatmaps(columns, runs, keys),
-        "figures": figures,
-        "head_maps": head_maps(configs, heads),
+        "mixed": report.mixed,
+        "keys": report.keys,
+        "columns": report.columns,
+        # each configuration with its cell in each column
+        "rows": [(c, [column[i] for column in report.cells]) for i, c in enumerate(report.configs)],
+        "heatmaps": report.heatmaps,
+        "figures": [(f.title, svg_uri(f.draw)) for f in report.figures if f.on_page],
         "failed": [r for r in runs if r.get("status") == Status.FAILED],
         "runs": [_run_entry(r, single) for r in runs],
-        "records": run_records(root, runs) if single else {},
+        "records": report.records if single else [],
         "sample": runs[0].get("sample") if single else None,
-        "target_loss": target_loss,
+        "target_loss": report.target_loss,
     }
+
+
+def svg_uri(draw: Callable[[Path], Path]) -> str:
+    """What ``draw`` writes to the SVG file it is given, as a data URI."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = draw(Path(tmp) / "figure.svg").read_bytes()
+    return "data:image/svg+xml;base64," + base64.b64encode(data).decode("ascii")
 
 
 @functools.cache
@@ -133,21 +103,6 @@ def number(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:.4f}" if abs(value) < 1000 else f"{value:.4g}"
-
-
-def _rows(configs: Sequence[Configuration], cells: Sequence[Sequence[Cell]]) -> list[dict]:
-    """One row per configuration: its label, values, runs, and its cell in each column."""
-    return [
-        {
-            "values": config.values,
-            "label": config.label(),
-            "n": config.n,
-            "failed": config.failed,
-            "runs": [r["run"] for r in config.runs],
-            "cells": [column[i] for column in cells],
-        }
-        for i, config in enumerate(configs)
-    ]
 
 
 def _statuses(runs: Sequence[dict[str, Any]]) -> dict[str, int]:
@@ -206,13 +161,3 @@ def _run_entry(run: dict[str, Any], single: bool) -> dict[str, Any]:
         "links": [(name, prefix + name) for name in files],
         "error": run.get("error"),
     }
-
-
-def _sweep_target_loss(path: Path) -> float | None:
-    """summary.target_loss as the sweep's multirun.yaml recorded it (None without one)."""
-    config = path / "multirun.yaml"
-    if not config.is_file():
-        return None
-    written = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    value = (written.get("summary") or {}).get("target_loss")
-    return float(value) if isinstance(value, int | float) else None

@@ -1,5 +1,5 @@
 """An Optuna search's part of its sweep summary, from the ``search.json`` the search wrote
-(``training/study_report.py``): no Optuna needed to read it.
+(``features/optuna/study_report.py``): no Optuna needed to read it.
 
 The section counts the trials by state with the training steps they consumed (pruned trials
 apart), lists the best trial or, with several objectives, the Pareto front, and each
@@ -86,11 +86,17 @@ def best_sentence(report: dict[str, Any]) -> str:
         runs = ", ".join(str(t["run"]) for t in best)
         return f"Optuna's Pareto front: runs {runs} ({SEARCH_RECORD})."
     (trial,) = best
-    settings = ", ".join(f"{k}={v}" for k, v in trial["params"].items())
-    return (
-        f"Optuna's best trial: run {trial['run']} ({settings}), {report['objectives'][0]} "
-        f"{format_value(trial['values'][0])} ({SEARCH_RECORD})."
-    )
+    objective, value = report["objectives"][0], trial["values"][0]
+    return trial_sentence(f"run {trial['run']}", trial["params"], objective, value, SEARCH_RECORD)
+
+
+def trial_sentence(
+    run: str, params: dict[str, Any], objective: str, value: Any, source: str
+) -> str:
+    """The sentence naming a search's best trial: its run, settings and value, and the file
+    that says so."""
+    settings = ", ".join(f"{k}={v}" for k, v in params.items())
+    return f"Optuna's best trial: {run} ({settings}), {objective} {format_value(value)} ({source})."
 
 
 def _steps(trials: Any) -> int:

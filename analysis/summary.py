@@ -8,7 +8,7 @@ task's accuracy): a difference counts when it exceeds two standard errors of the
 Holm's correction across all the comparisons of the table (``analysis/significance.py``). With
 one run per configuration no spread is known and no difference is judged. The sweep summary
 (``analysis/sweep_summary.py``) and ``mode=eval`` over a sweep both group runs this way, so this
-module needs the standard library only; the figures are ``analysis/plots.py``'s.
+module needs the standard library and scipy's t-test only; the figures are ``analysis/plots.py``'s.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Usage::
 Each pretraining sweep directory holds one job per seed (``python train.py -m seed=1,2,3``,
 and ``model=bert`` for the encoder). Each arm (``--inits``: pretrained, scratch) is one
 ``python train.py mode=finetune ckpt_path=SWEEP_DIR finetune.init=INIT`` process, the sweep
-path of ``mode=finetune`` (``modes/finetune_sweep.py``): every completed job fine-tuned with
+path of ``mode=finetune`` (``features/finetune/sweep.py``): every completed job fine-tuned with
 the default protocol and its own seed (scratch: random weights of the same architecture drawn
 from that seed), into ``--out/FAMILY/INIT/JOB``; a job already fine-tuned there is read, not
 re-run, so an interrupted benchmark continues. Printed per family: the test accuracy as

@@ -58,9 +58,10 @@ _SUMMARY_TESTS = (
 )
 # train.py's message in a subprocess: it would run the mutated copy without mutmut's setup.
 _PAIRS_TESTS = (
-    "tests/test_pairs.py",
-    "--deselect=tests/test_pairs.py::test_train_py_says_a_bad_pair_file_in_one_line",
-    "tests/test_pairs_edges.py",
+    "tests/features/pairs/test_pairs.py",
+    "--deselect=tests/features/pairs/test_pairs.py::test_train_py_says_a_bad_pair_file_in_one_line",
+    "--deselect=tests/features/pairs/test_pairs.py::test_the_old_command_names_the_new_one_in_one_line",
+    "tests/features/pairs/test_pair_scoring.py",
 )
 # The fast tests that cover each module: in-process, no training beyond a few steps, so that
 # a module takes minutes. Left out: the subprocess and sweep tests (seconds to a minute each,
@@ -100,20 +101,21 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/test_document_mask.py",
         "tests/test_window_edges.py",
     ),
-    "modes/eval_pairs.py": _PAIRS_TESTS,
-    "models/sentence_scores.py": _PAIRS_TESTS,
+    "features/pairs/command.py": _PAIRS_TESTS,
+    "features/pairs/sentence_scores.py": _PAIRS_TESTS,
     "analysis/significance.py": ("tests/test_significance.py",),
     "analysis/time_to_target.py": ("tests/test_budget.py", "tests/test_summary_edges.py"),
     "training/budget.py": ("tests/test_budget.py",),
-    # tests/test_harness.py's harness tests all read the session's trained checkpoints (two
-    # training runs a mutant) and most the harness's own task index (10-20 s a build).
-    "training/harness.py": ("tests/test_harness_edges.py",),
+    # tests/features/harness/test_harness.py's harness tests all read the session's trained
+    # checkpoints (two training runs a mutant) and most the harness's own task index (10-20 s
+    # a build).
+    "features/harness/runner.py": ("tests/features/harness/test_tasks_and_requests.py",),
     "training/heads.py": (
         "tests/test_heads.py",
         "tests/test_head_gate.py",
         "tests/test_heads_edges.py",
     ),
-    "training/classification.py": (
+    "features/finetune/task.py": (
         "tests/test_classifier.py",
         "tests/test_classifier_edges.py",
     ),

@@ -4,8 +4,9 @@ Hydra answers a mistyped key (``model.num_head=4``) with advice to add ``+``, af
 tinylm's did-you-mean comes only on a second try, and a mistyped group choice (``model=gtp``)
 with its search path. Checked here on the command line's own words, read with Hydra's
 argument and override parsers, both get one line before any data is read or any job of a
-sweep starts. Each group's keys are its dataclass's fields (``conf.schema.GROUPS``, the top
-level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. Values are left to the
+sweep starts. Each group's keys are its dataclass's fields (``conf.schema.all_groups``, the top
+level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. A retired key, or one a feature
+took over (``conf.features.moved_keys``), is named with what replaces it. Values are left to the
 dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's, but
 for ``hydra.sweeper.params.KEY``: its KEY is checked as the Optuna search's, and the override
 is refused (Hydra cannot set it from the command line) with the form that searches KEY.
@@ -17,25 +18,26 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-# The argument parser hydra.main itself uses, so flags and overrides split here as there.
-from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override
 from hydra.errors import OverrideParseException
 
-from conf.schema import GROUPS, JobConfig
+from common.library_private import hydra_argument_parser
+from conf.features import features, moved_keys
+from conf.schema import JobConfig, all_groups
 from models.config import check_names, closest
 
 CONF = Path(__file__).resolve().parent
 SEARCH_SPACE = "hydra.sweeper.params."  # the Optuna sweeper's search space in its config
-SAMPLER = "hydra/sweeper/sampler"  # the Optuna sweeper's samplers: conf/hydra/sweeper/sampler/
+# A sweeper's samplers (the Optuna search's): conf/hydra/sweeper/sampler/ of a config folder.
+SAMPLER = "hydra/sweeper/sampler"
 
 
 def check_command_line(argv: Sequence[str]) -> None:
     """Raise ValueError for the first unknown group choice in ``argv`` (``train.py``'s
     arguments, Hydra's flags included), else for the unknown keys of the first scope (a group,
     or the top level) that has any, in command-line order."""
-    args = get_args_parser().parse_args(argv)
+    args = hydra_argument_parser().parse_args(argv)  # hydra.main's: flags split as there
     if args.shell_completion or args.experimental_rerun:
         return  # their words are not overrides of this config
     try:
@@ -44,7 +46,8 @@ def check_command_line(argv: Sequence[str]) -> None:
         return  # a syntax error: Hydra's message points at it
     # --config-path swaps the primary config directory: its groups are not known here.
     choices = {} if args.config_path else group_choices([CONF, *_extra_dirs(args.config_dir)])
-    groups = tuple(sorted({*GROUPS, *choices}))
+    known = all_groups()
+    groups = tuple(sorted({*known, *choices}))
     top_level = (*_field_names(JobConfig), *groups)
     keys: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (prefix, valid keys) -> keys
     retired: dict[str, dict[str, str]] = {}  # prefix -> the group's retired keys
@@ -55,7 +58,8 @@ def check_command_line(argv: Sequence[str]) -> None:
             key, shown = key.removeprefix(SEARCH_SPACE), SEARCH_SPACE
             search_space.append((key, override))
         elif key == SAMPLER:
-            samplers = sorted(p.stem for p in (CONF / SAMPLER).glob("*.yaml"))
+            dirs = [CONF, *(f.conf_dir for f in features() if f.conf_dir is not None)]
+            samplers = sorted(p.stem for d in dirs for p in (d / SAMPLER).glob("*.yaml"))
             for choice in _chosen(override):
                 _check_choice(key, choice, samplers)
             continue
@@ -65,12 +69,12 @@ def check_command_line(argv: Sequence[str]) -> None:
         if not rest and head in choices:
             for choice in _chosen(override):
                 _check_choice(head, choice, choices[head])
-        elif rest and head in GROUPS:
+        elif rest and head in known:
             name, _, below = rest.partition(".")  # data.path.train: path
-            scope = (f"{shown}{head}.", _field_names(GROUPS[head]))
-            retired[scope[0]] = getattr(GROUPS[head], "RETIRED_KEYS", {})
+            scope = (f"{shown}{head}.", _field_names(known[head]))
+            retired[scope[0]] = {**getattr(known[head], "RETIRED_KEYS", {}), **moved_keys(head)}
             keys.setdefault(scope, []).append(name)
-            nested = getattr(GROUPS[head], "NESTED", {}).get(name)
+            nested = getattr(known[head], "NESTED", {}).get(name)
             if nested is not None and below:  # trainer.budget.flops: flops, a BudgetConfig's
                 nested_scope = (f"{shown}{head}.{name}.", _field_names(nested))
                 keys.setdefault(nested_scope, []).append(below.split(".")[0])

@@ -1,11 +1,9 @@
 """The settings of the commands that read a trained checkpoint: ``eval``, ``summary``,
-``export`` and ``heads``; each dataclass validates itself (conf/schema.py gathers them)."""
+``sweep`` and ``export``; each dataclass validates itself (conf/schema.py gathers them)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
 
 from models.config import check_field_types
 
@@ -21,28 +19,13 @@ class EvalConfig:
     tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
     None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
     ``max_seq_len`` when it is read.
-    pairs: minimal pairs to score instead of text: a BLiMP-format JSON-lines file, a
-    directory of them, or ``builtin`` (``data/pairs.py``); None = text.
     weights: ``trained`` (the checkpoint's) or ``untrained``: a fresh network of the
-    checkpoint's shape drawn from ``seed``, the baseline that trained weights must beat.
-
-    harness: lm-evaluation-harness tasks (names, groups or tags, as ``lm-eval --tasks``
-    takes them: a list or one comma-separated string) to score a decoder on instead of text;
-    None = no harness. harness_include: a directory of task YAMLs added to the harness's
-    own (``lm-eval --include_path``). harness_limit: at most this many examples per task
-    (an integer), or this fraction of each (below 1), for a quick look (``--limit``);
-    harness_num_fewshot: examples in each prompt (``--num_fewshot``; None = the task's own);
-    harness_batch_size: requests per forward pass (``--batch_size``; changes speed only).
+    checkpoint's shape drawn from ``seed``, the baseline that trained weights must beat (the
+    features' evaluations that score tinylm's network read it too).
     """
 
     stride: int | None = None
-    pairs: str | None = None
     weights: str = "trained"
-    harness: Any = None
-    harness_include: str | None = None
-    harness_limit: float | None = None
-    harness_num_fewshot: int | None = None
-    harness_batch_size: int = 16
 
     def __post_init__(self) -> None:
         check_field_types(self, "eval.")
@@ -51,81 +34,12 @@ class EvalConfig:
                 f"eval.stride={self.stride} must be >= 1 (and at most the checkpoint's "
                 "max_seq_len); omit it for non-overlapping windows"
             )
-        self.harness = _task_names(self.harness)
         if self.weights not in WEIGHTS:
             raise ValueError(
                 f"eval.weights={self.weights} is unknown; choose eval.weights=trained (the "
                 "checkpoint's) or eval.weights=untrained (a fresh network of its shape, seeded "
                 "by seed)"
             )
-        if self.pairs is not None and not self.pairs.strip():
-            raise ValueError(
-                "eval.pairs is empty; pass a BLiMP-format .jsonl file, a directory of them or "
-                "eval.pairs=builtin (or drop it to score text)"
-            )
-        if self.pairs is not None and self.harness is not None:
-            raise ValueError(
-                "eval.pairs and eval.harness each choose what mode=eval scores: keep one"
-            )
-        if self.harness is not None and self.weights != "trained":
-            raise ValueError(
-                f"eval.weights={self.weights} is for tinylm's own scoring (text, eval.pairs); "
-                "the harness scores the checkpoint's weights: drop eval.weights"
-            )
-        if self.pairs is not None and self.stride is not None:
-            raise ValueError(
-                f"eval.stride={self.stride} is for text; minimal pairs score each sentence "
-                "whole: drop eval.stride or eval.pairs"
-            )
-        harness_keys = {
-            "harness_include": self.harness_include,
-            "harness_limit": self.harness_limit,
-            "harness_num_fewshot": self.harness_num_fewshot,
-        }
-        if self.harness is None:
-            stray = [f"eval.{k}" for k, v in harness_keys.items() if v is not None]
-            if stray:
-                raise ValueError(
-                    f"{', '.join(stray)} set without eval.harness: name the tasks to run, "
-                    "e.g. eval.harness=TASK (or drop them)"
-                )
-        elif self.stride is not None:
-            raise ValueError(
-                f"eval.stride={self.stride} is for scoring text; the harness tasks decide "
-                "their own contexts (drop eval.stride or eval.harness)"
-            )
-        limit = self.harness_limit
-        if limit is not None and not (0 < limit < 1 or (limit >= 1 and limit.is_integer())):
-            raise ValueError(
-                f"eval.harness_limit={limit:g} must be a whole number of examples (>= 1) or "
-                "a fraction of each task in (0, 1)"
-            )
-        if self.harness_num_fewshot is not None and self.harness_num_fewshot < 0:
-            raise ValueError(
-                f"eval.harness_num_fewshot={self.harness_num_fewshot} must be >= 0 (0: "
-                "zero-shot; omit it for each task's own)"
-            )
-        if self.harness_batch_size < 1:
-            raise ValueError(f"eval.harness_batch_size={self.harness_batch_size} must be >= 1")
-
-
-def _task_names(value: Any) -> list[str] | None:
-    """eval.harness as a list of task names: from a list, or one comma-separated string."""
-    if value is None:
-        return None
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise ValueError(
-            f"eval.harness={value!r} must name tasks: eval.harness=TASK, "
-            "eval.harness='TASK1,TASK2' or eval.harness=[TASK1,TASK2]"
-        )
-    names = [item.strip() for item in items if item.strip()]
-    if not names:
-        raise ValueError(
-            f"eval.harness={value!r} names no task: eval.harness=TASK (or omit it for "
-            "tinylm's own loss, ppl and bpc)"
-        )
-    return list(dict.fromkeys(names))
 
 
 @dataclass
@@ -181,44 +95,3 @@ class ExportConfig:
                 f"export.format={self.format} is unknown; choose export.format=safetensors "
                 "(tinylm's file) or export.format=hf (a Hugging Face transformers folder)"
             )
-
-
-@dataclass
-class HeadsConfig:
-    """The ``heads`` block of conf/config.yaml: the head analysis's settings.
-
-    prune (``mode=eval`` only): gate heads off before scoring, either a fraction of all
-    heads in [0, 1] (the least important on the data scored first, never a layer's last
-    head, as on ``mode=heads``'s prune curve) or heads named ``LAYER:HEAD`` (both from 0; a
-    list ``[0:1,1:3]`` or one string ``0:1,1:3``). None scores every head.
-    """
-
-    prune: Any = None
-
-    def __post_init__(self) -> None:
-        value = self.prune
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float, str, list, tuple)):
-            raise ValueError(
-                f"heads.prune={value!r} must be a fraction of the heads (heads.prune=0.5) or "
-                "heads named LAYER:HEAD (heads.prune=[0:1,1:3])"
-            )
-        if isinstance(value, (int, float)):
-            if not 0 <= value <= 1:
-                raise ValueError(
-                    f"heads.prune={value} is outside [0, 1]: give the fraction of the heads to "
-                    "gate off (0.5: the least important half) or name them, "
-                    "heads.prune=[0:1,1:3]"
-                )
-            self.prune = float(value)
-            return
-        items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
-        names = [item.strip() for item in items if item.strip()]
-        bad = [n for n in names if not re.fullmatch(r"\d+:\d+", n)]
-        if bad or not names:
-            raise ValueError(
-                f"heads.prune names {', '.join(map(repr, bad)) or 'no head'}: write heads as "
-                "LAYER:HEAD (both from 0), heads.prune=[0:1,1:3], or a fraction heads.prune=0.5"
-            )
-        self.prune = list(dict.fromkeys(names))

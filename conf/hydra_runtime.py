@@ -9,7 +9,6 @@ training layer load without it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -17,20 +16,6 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from conf.schema import Settings, settings_from_tree
-
-# hydra/sweeper=optuna's sweeper (conf/hydra/sweeper/optuna.yaml).
-OPTUNA_SEARCH = "hydra_plugins.tinylm_optuna.OptunaSearch"
-
-
-@dataclass(frozen=True)
-class SearchTrial:
-    """A job's trial of an Optuna search: the study's storage and name, the trial's number
-    (the job's), and the pruner that judges its validation losses."""
-
-    storage: str
-    study_name: str
-    number: int
-    pruner: str
 
 
 def parse_settings(cfg: DictConfig) -> Settings:
@@ -100,23 +85,3 @@ def parallel_jobs(launcher: DictConfig | None = None) -> int:
             "the number of jobs to run at once, e.g. hydra.launcher.n_jobs=2 (-1: one per core)"
         )
     return jobs
-
-
-def study_location(sweeper: DictConfig, directory: Path) -> tuple[str, str]:
-    """An Optuna search's storage URL and study name: ``hydra.sweeper.storage`` (default
-    SQLite, ``study.db`` in the sweep directory) and ``hydra.sweeper.study_name`` (default the
-    sweep directory's absolute path, so that the workers of one sweep share a study)."""
-    storage = sweeper.get("storage") or f"sqlite:///{(directory / 'study.db').resolve()}"
-    return str(storage), str(sweeper.get("study_name") or directory.resolve())
-
-
-def search_trial() -> SearchTrial | None:
-    """This job's trial when it runs in an Optuna search with a pruner; None otherwise."""
-    directory = sweep_dir()
-    if directory is None:
-        return None
-    sweeper = HydraConfig.get().sweeper
-    if sweeper.get("_target_") != OPTUNA_SEARCH or sweeper.get("pruner", "none") == "none":
-        return None
-    storage, name = study_location(sweeper, directory)
-    return SearchTrial(storage, name, job_num(), str(sweeper.pruner))

@@ -3,18 +3,19 @@
 Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
 ``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
 ``logger``, ``optim`` and the top-level keys (``JobConfig``) onto ``conf/training_config.py``'s
-classes, ``eval``, ``summary``, ``export`` and ``heads`` onto ``conf/evaluation_config.py``'s and
-``finetune`` onto ``conf/finetune_config.py``'s. ``settings_from_tree`` builds them all before any
-data is touched, so a typo costs seconds, not a tokenization run. Nothing here reads files or
-Hydra's runtime state (the job's overrides and sweep: ``conf/hydra_runtime.py``), so the training
-layer imports these classes without Hydra: holding settings against a checkpoint is its job
-(``training/checkpoint.py``), checking data files the data layer's.
+classes, ``eval``, ``summary``, ``export`` and ``heads`` onto ``conf/evaluation_config.py``'s,
+and each feature's groups onto the feature's own classes (``conf/features.py``).
+``settings_from_tree`` builds them all before any data is touched, so a typo costs seconds, not
+a tokenization run. Nothing here reads files or Hydra's runtime state (the job's overrides and
+sweep: ``conf/hydra_runtime.py``), so the training layer imports these classes without Hydra:
+holding settings against a checkpoint is its job (``training/checkpoint.py``), checking data
+files the data layer's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,10 @@ from conf.evaluation_config import (
     WEIGHTS,
     EvalConfig,
     ExportConfig,
-    HeadsConfig,
     SummaryConfig,
     SweepConfig,
 )
-from conf.finetune_config import FINETUNE_INITS, FINETUNE_METRICS, FinetuneConfig
+from conf.features import feature_groups
 from conf.training_config import (
     LOGGERS,
     OPTIMIZERS,
@@ -43,9 +43,8 @@ from models.config import ModelConfig, from_mapping
 
 __all__ = [
     "EXPORT_FORMATS",
-    "FINETUNE_INITS",
-    "FINETUNE_METRICS",
     "GROUPS",
+    "all_groups",
     "LOGGERS",
     "OPTIMIZERS",
     "PRECISIONS",
@@ -53,8 +52,6 @@ __all__ = [
     "BudgetConfig",
     "EvalConfig",
     "ExportConfig",
-    "FinetuneConfig",
-    "HeadsConfig",
     "JobConfig",
     "LoggerConfig",
     "OptimConfig",
@@ -76,8 +73,6 @@ GROUPS = {
     "export": ExportConfig,
     "summary": SummaryConfig,
     "sweep": SweepConfig,
-    "heads": HeadsConfig,
-    "finetune": FinetuneConfig,
 }
 
 
@@ -104,26 +99,25 @@ class Settings:
     export: ExportConfig
     summary: SummaryConfig
     sweep: SweepConfig
-    heads: HeadsConfig
-    finetune: FinetuneConfig
     overrides: dict[str, str]
     sweep_dir: Path | None
     job_num: int = 0
     parallel_jobs: int = 1
     swept: tuple[str, ...] = ()
+    features: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unread = [k for k, v in asdict(self.heads).items() if v != getattr(HeadsConfig, k)]
-        if unread and self.job.mode != "eval":
-            reason = (
-                "mode=heads analyses every head and draws the prune curve itself"
-                if self.job.mode == "heads"
-                else f"mode={self.job.mode} does not read it"
-            )
-            raise ValueError(
-                f"heads.{unread[0]} is for mode=eval (score with those heads gated off); "
-                f"{reason}: drop heads.{unread[0]}"
-            )
+        for config in self.features.values():  # a feature's setting this mode does not read
+            if hasattr(config, "check_mode"):
+                config.check_mode(self.job.mode)
+
+    def group(self, name: str) -> Any:
+        """A feature's config group (``conf/features.py``), validated."""
+        return self.features[name]
+
+    def with_group(self, name: str, config: Any) -> Settings:
+        """These settings with a feature's group replaced."""
+        return replace(self, features={**self.features, name: config})
 
     def run_name(self) -> str | None:
         """The run as loggers name it: its swept ``key=value`` pairs under a multirun, else
@@ -133,7 +127,17 @@ class Settings:
 
     def plain(self) -> dict[str, Any]:
         """The validated config groups as plain dicts (for the logger's run config)."""
-        return {"job": asdict(self.job), **{name: asdict(getattr(self, name)) for name in GROUPS}}
+        groups = {name: asdict(getattr(self, name)) for name in GROUPS}
+        return {
+            "job": asdict(self.job),
+            **groups,
+            **{k: asdict(v) for k, v in self.features.items()},
+        }
+
+
+def all_groups() -> dict[str, type]:
+    """Every config group, the core's and the features': group -> dataclass."""
+    return {**GROUPS, **feature_groups()}
 
 
 def settings_from_tree(tree: Mapping[str, Any], **context: Any) -> Settings:
@@ -141,6 +145,10 @@ def settings_from_tree(tree: Mapping[str, Any], **context: Any) -> Settings:
     data is touched; ``context`` holds the job's fields of ``Settings`` beyond the groups
     (overrides, sweep_dir, job_num, parallel_jobs, swept), which Hydra's runtime knows
     (``conf.hydra_runtime.parse_settings``)."""
-    top = {k: v for k, v in tree.items() if k not in GROUPS and k != "hydra"}
+    extra = feature_groups()
+    top = {k: v for k, v in tree.items() if k not in {*GROUPS, *extra, "hydra"}}
     groups = {name: from_mapping(cls, tree[name], f"{name}.") for name, cls in GROUPS.items()}
-    return Settings(job=from_mapping(JobConfig, top, ""), **groups, **context)
+    features = {
+        name: from_mapping(cls, tree.get(name, {}), f"{name}.") for name, cls in extra.items()
+    }
+    return Settings(job=from_mapping(JobConfig, top, ""), **groups, **context, features=features)

@@ -52,8 +52,8 @@ class BudgetConfig:
 
 @dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``,
-    ``head_stats_every`` (training/head_logging.py) and ``budget`` (a ``BudgetConfig``).
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and
+    ``budget`` (a ``BudgetConfig``).
 
     No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
 
@@ -76,7 +76,6 @@ class TrainerConfig:
     enable_progress_bar: bool
     deterministic: bool
     compile: bool
-    head_stats_every: int | None
     budget: Any
 
     def __post_init__(self) -> None:
@@ -111,17 +110,12 @@ class TrainerConfig:
             )
         if self.log_every_n_steps < 1:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
-        if self.head_stats_every is not None and self.head_stats_every < 1:
-            raise ValueError(
-                f"trainer.head_stats_every={self.head_stats_every} must be >= 1: the steps "
-                "between the heads' logged entropy and importance (null: off)"
-            )
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``,
-        ``head_stats_every`` and ``budget``)."""
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
+        ``budget``)."""
         kwargs = asdict(self)
-        for own in ("compile", "head_stats_every", "budget"):
+        for own in ("compile", "budget"):
             kwargs.pop(own)
         return kwargs
 

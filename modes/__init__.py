@@ -1,7 +1,8 @@
-"""The commands of ``python train.py mode=NAME``: one module per mode, one registry.
+"""The commands of ``python train.py mode=NAME``: the core's modules here, the features' found
+in their folders (``conf/features.py``).
 
-Each module in ``MODES`` has ``run(settings, callbacks=()) -> dict`` returning the job's
-results. ``find`` is what checks ``mode=``, so adding a mode is one module and one line here.
+Each mode's module has ``run(settings, callbacks=()) -> dict`` returning the job's results.
+``find`` is what checks ``mode=``, so adding a core mode is one module and one line here.
 Modules are imported on demand: ``mode=generate`` never pays for what training imports.
 """
 
@@ -11,23 +12,24 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from conf.features import feature_modes
+
 MODES = {
     "train": "modes.train",
     "eval": "modes.eval",
     "generate": "modes.generate",
     "attention": "modes.attention",
     "export": "modes.export",
-    "heads": "modes.heads",
-    "finetune": "modes.finetune",
     "report": "modes.report",
 }
 
 
 def find(mode: str) -> Callable[..., dict[str, Any]]:
     """The ``run`` function of ``mode``, or a ValueError that lists the modes."""
-    if mode not in MODES:
-        raise ValueError(f"mode={mode} is unknown; choose one of {', '.join(MODES)}")
-    return importlib.import_module(MODES[mode]).run
+    modes = {**MODES, **feature_modes()}
+    if mode not in modes:
+        raise ValueError(f"mode={mode} is unknown; choose one of {', '.join(modes)}")
+    return importlib.import_module(modes[mode]).run
 
 
 class Interrupted(Exception):

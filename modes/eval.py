@@ -7,11 +7,10 @@ Without data on the command line, each checkpoint is scored on its own run's spl
 reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``; an encoder's
 masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
 
-With ``eval.pairs`` (a BLiMP-format file or directory, or ``builtin``), minimal pairs are
-scored instead of text (``modes/eval_pairs.py``). With ``eval.weights=untrained``, each
-checkpoint's network is replaced by a fresh one of its shape drawn from ``seed``: the
-untrained baseline. Text is scored in the trainer's precision (trainer=cpu: bf16-mixed where the
-CPU has native bfloat16, ``training/precision.py``), named in the record.
+With ``eval.weights=untrained``, each checkpoint's network is replaced by a fresh one of its
+shape drawn from ``seed``: the untrained baseline. Text is scored in the trainer's precision
+(trainer=cpu: bf16-mixed where the CPU has native bfloat16, ``training/precision.py``), named
+in the record. Other evaluations are features' modes (``mode=NAME``, ``features/``).
 
 Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
 beside the checkpoint (or in the sweep directory); running the same evaluation again
@@ -25,28 +24,23 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 
 from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
+from conf.features import checkpoint_handler, eval_fields, features, scoring_fields
 from conf.schema import Settings
-from data.datamodule import LMDataModule
-from data.evaluation import ScoredText
 from data.examples import check_stride
-from modes import eval_pairs
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
-from modes.scoring import record_head, scored_batches, task_and_data
+from modes.scoring import record_head, task_and_data
 from training.checkpoint import (
     check_language_model,
     check_no_model_overrides,
-    is_classifier,
     read_checkpoint,
     use_weights,
 )
-from training.heads import Head, gated_off, head_importance, heads_to_prune, parse_heads
 from training.precision import native_precision
 from training.trainer import evaluation_trainer
 
@@ -66,7 +60,8 @@ COLUMNS = (
 )
 METRICS = ("loss", "ppl", "bpc", "bpb", "acc")
 # What makes two records the same evaluation: a re-run replaces the record that matches.
-# Text records have no pairs fields and pair records no data fields.
+# pairs, pairs_fingerprint and paradigm are None in every text record: they stay, from when
+# mode=eval wrote other records too, so that the records already written keep their identity.
 IDENTITY = (
     "checkpoint",
     "data",
@@ -79,55 +74,33 @@ IDENTITY = (
     "paradigm",
     "weights",
     "weights_seed",
-    "heads_prune",
-    "heads_pruned",
     "precision",
+    *eval_fields(),
 )
 # Records written before eval.weights existed scored the trained weights, and before records
-# named their precision, in float32; pair and harness records are scored in float32.
+# named their precision, in float32.
 _IDENTITY_DEFAULTS = {"weights": "trained", "precision": "32-true"}
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
-    if settings.heads.prune is not None and (settings.eval.harness or settings.eval.pairs):
-        raise ValueError(
-            "heads.prune gates heads off for tinylm's text scoring; eval.pairs and "
-            "eval.harness score the checkpoint whole: drop heads.prune or them"
-        )
-    if settings.eval.harness:  # lm-evaluation-harness tasks instead of text
-        from modes import eval_harness  # imports the harness only when asked
-
-        return eval_harness.run(settings, callbacks)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
-    first = read_checkpoint(checkpoints[0])  # a fine-tuned classifier is scored on labelled text
-    from modes import eval_classifier
-
-    if is_classifier(first["hyper_parameters"]):
-        return eval_classifier.run(settings, checkpoints, first, callbacks)
-    eval_classifier.check_no_classifier_options(settings, checkpoints[0])
+    first = read_checkpoint(checkpoints[0])
+    handler = checkpoint_handler(first["hyper_parameters"], "eval")
+    if handler is not None:  # a feature's checkpoint (a fine-tuned classifier: labelled text)
+        return handler(settings, checkpoints, first, callbacks)
+    check_no_feature_settings(settings, checkpoints[0])
     read = {checkpoints[0]: first}  # each checkpoint read once
     del first
-    if settings.eval.pairs is None:
-        columns = COLUMNS if settings.heads.prune is None else (*COLUMNS, "heads_pruned")
-        settings = native_precision(settings)
-        rows = [
-            evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None))
-            for ckpt in checkpoints
-        ]
-    else:
-        columns = eval_pairs.COLUMNS
-        rows = eval_pairs.evaluate_all(checkpoints, settings, read)
+    settings = native_precision(settings)
+    rows = [
+        evaluate_checkpoint(ckpt, settings, callbacks, read.pop(ckpt, None)) for ckpt in checkpoints
+    ]
+    columns = (*COLUMNS, *(f for f in eval_fields() if any(f in row for row in rows)))
     print(markdown_table(columns, [{c: format_value(r.get(c)) for c in columns} for r in rows]))
     results: dict[str, Any] = {"results": rows}
     if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
-        if settings.eval.pairs is None:
-            results["configurations"] = by_configuration(rows, others=METRICS[1:])
-        else:  # the accuracy over every pair
-            overall = [r for r in rows if r["paradigm"] == eval_pairs.OVERALL]
-            results["configurations"] = by_configuration(
-                overall, metric="pair_acc", others=(), higher_is_better=True
-            )
+        results["configurations"] = by_configuration(rows, others=METRICS[1:])
         print(results["configurations"])
     out = append_records(
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
@@ -135,6 +108,21 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     print(f"wrote {out}")
     refresh(target)
     return {**results, "eval_jsonl": str(out)}
+
+
+def check_no_feature_settings(settings: Settings, ckpt: Path) -> None:
+    """A language model given the settings of a feature whose own checkpoints ``mode=eval``
+    hands it (``finetune.*`` chooses a fine-tuned classifier's labelled text): refused, not
+    ignored."""
+    for feature in (f for f in features() if f.checkpoint_key):
+        keys = [k for k in settings.overrides if k.partition(".")[0] in feature.groups]
+        if keys:
+            group = keys[0].partition(".")[0]
+            raise ValueError(
+                f"{keys[0]} is not read when mode=eval scores a language model, and {ckpt} is "
+                f"one: drop the {group}.* settings (they are for python train.py "
+                f"mode={next(iter(feature.modes), group)} ckpt_path={ckpt})"
+            )
 
 
 def evaluate_checkpoint(
@@ -152,10 +140,7 @@ def evaluate_checkpoint(
     stride = _stride(settings.eval.stride, arch, window)
     task, datamodule, text = task_and_data(checkpoint, settings, stride)
     use_weights(task.model, settings.eval.weights, settings.job.seed)
-    pruned = None
-    if settings.heads.prune is not None:
-        pruned = heads_to_gate_off(task.model, datamodule, text, settings.heads.prune)
-        task.head_mask = gated_off(task.model, pruned)
+    added = scoring_fields(settings, task, datamodule, text)  # heads gated off, say
     trainer = evaluation_trainer(settings, callbacks)
     if text.split == "validation":
         results = trainer.validate(task, datamodule=datamodule, verbose=False)[0]
@@ -177,23 +162,8 @@ def evaluate_checkpoint(
         "characters": text.characters,
         "bytes": text.bytes,
         **metrics,
-        **(
-            {}
-            if pruned is None
-            else {"heads_prune": settings.heads.prune, "heads_pruned": [str(h) for h in pruned]}
-        ),
+        **added,
     }
-
-
-def heads_to_gate_off(
-    model: torch.nn.Module, datamodule: LMDataModule, text: ScoredText, prune: float | list[str]
-) -> list[Head]:
-    """``heads.prune``'s heads: those named (checked against the network), or the least
-    important ``prune`` of them on the data scored (``training.heads.heads_to_prune``)."""
-    cfg = model.config
-    if isinstance(prune, list):
-        return parse_heads(prune, cfg.num_layers, cfg.num_heads)
-    return heads_to_prune(head_importance(model.eval(), scored_batches(datamodule, text)), prune)
 
 
 def _stride(stride: int | None, arch: str, window: int) -> int | None:

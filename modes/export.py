@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conf.schema import Settings
+from conf.features import checkpoint_handler
+from conf.schema import ExportConfig, Settings
 from training.checkpoint import (
     check_no_model_overrides,
     check_output_free,
     export_safetensors,
-    is_classifier,
     load_checkpoint,
-    load_classifier,
     read_checkpoint,
 )
 
@@ -27,24 +26,13 @@ from training.checkpoint import (
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     ckpt = Path(settings.job.ckpt_path)
     export = settings.export
-    if export.path:
-        out = Path(export.path)
-    elif export.format == "hf":
-        out = ckpt.with_name(f"{ckpt.stem}-hf")
-    else:
-        out = ckpt.with_suffix(".safetensors")
+    out = output_path(ckpt, export)
     check_output_free(out, export.overwrite)  # before any work: say it now
     checkpoint = read_checkpoint(ckpt)
-    if is_classifier(checkpoint["hyper_parameters"]):
-        if export.format != "hf":
-            raise ValueError(
-                f"{ckpt} is a fine-tuned classifier: export it with export.format=hf (a "
-                "transformers *ForSequenceClassification folder); safetensors is for language "
-                "models"
-            )
-        loaded = load_classifier(ckpt, checkpoint)
-    else:
-        loaded = load_checkpoint(ckpt, "export", checkpoint)
+    handler = checkpoint_handler(checkpoint["hyper_parameters"], "export")
+    if handler is not None:  # a feature's checkpoint (a fine-tuned classifier)
+        return handler(settings, [ckpt], checkpoint, callbacks)
+    loaded = load_checkpoint(ckpt, "export", checkpoint)
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     if export.format == "hf":
         from training.hf_export import export_hf  # imports transformers: only when asked
@@ -54,3 +42,13 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         out = export_safetensors(loaded, out)
     print(f"wrote {out}")
     return {export.format: str(out)}
+
+
+def output_path(ckpt: Path, export: ExportConfig) -> Path:
+    """Where the export goes: ``export.path``, else beside the checkpoint (``NAME-hf`` or
+    ``NAME.safetensors``)."""
+    if export.path:
+        return Path(export.path)
+    if export.format == "hf":
+        return ckpt.with_name(f"{ckpt.stem}-hf")
+    return ckpt.with_suffix(".safetensors")

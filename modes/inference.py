@@ -25,7 +25,6 @@ from training.checkpoint import (
     check_no_model_overrides,
     check_not_hf_export,
     load_checkpoint,
-    problem_of,
 )
 
 
@@ -132,51 +131,6 @@ def fill_mask_text(model: Encoder, tokenizer: Tokenizer, prompt: str | None) -> 
         )
         lines.append(f"  {specials.mask} #{number}: {guesses}")
     return "\n".join(lines)
-
-
-def classify_text(loaded: LoadedCheckpoint, prompt: str | None) -> dict[str, Any]:
-    """A fine-tuned classifier's prediction for ``prompt`` (a text pair: ``A [SEP] B``, with
-    the tokenizer's separator): the label, its probability, and every class's; a
-    regression's: the score it predicts."""
-    from data.classification import PadCollator, encode_examples
-    from data.labelled import Example
-
-    classifier = loaded.hparams["classifier"]
-    if not prompt:
-        raise ValueError(
-            f"{loaded.path} is a classifier ({classifier['task']}): give the text to classify, "
-            'prompt="..."'
-        )
-    tokenizer = tokenizer_from_json(loaded.tokenizer_json)
-    specials = special_tokens_of(tokenizer)
-    first, _, second = (part.strip() for part in prompt.partition(specials.sep))
-    if bool(second) != classifier["has_pairs"]:
-        wanted = f"two texts, A {specials.sep} B" if classifier["has_pairs"] else "one text"
-        raise ValueError(f"{loaded.path} classifies {wanted}: give prompt= as {wanted}")
-    rows = encode_examples(
-        [Example(first, second or None, 0)],
-        tokenizer,
-        arch=loaded.config.arch,
-        max_len=loaded.config.max_seq_len,
-        token_types=loaded.config.type_vocab_size > 0,
-    )
-    batch = PadCollator(specials.pad_id)(rows)
-    with torch.inference_mode():
-        logits = loaded.model(
-            batch["input_ids"],
-            batch["attention_mask"],
-            token_type_ids=batch.get("token_type_ids"),
-        )  # (1, K)
-    if problem_of(classifier) == "regression":
-        return {"score": float(logits[0, 0])}
-    probs = logits[0].float().softmax(-1).tolist()
-    names = classifier["label_names"]
-    best = max(range(len(names)), key=probs.__getitem__)
-    return {
-        "label": names[best],
-        "probability": probs[best],
-        "probabilities": dict(zip(names, probs, strict=True)),
-    }
 
 
 def sample_text(model: Encoder | Decoder, tokenizer: Tokenizer, job: JobConfig) -> str:

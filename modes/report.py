@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.records import warn
 from analysis.run_record import has_record, record_path
 from conf.schema import Settings
+
+if TYPE_CHECKING:  # the report's modules load matplotlib: only when a page is drawn
+    from analysis.report import Report
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
@@ -44,16 +47,17 @@ def report_dir(path: Path) -> Path | None:
     return run_dir if has_record(run_dir) else None
 
 
-def refresh(path: Path, target_loss: float | None = None) -> None:
-    """Write the page of ``path`` (see ``report_dir``) again, and say so. A page that cannot be
-    written is a warning, never the end of the command that produced the results."""
-    from analysis.report_page import write_report  # matplotlib: only when a page is drawn
+def refresh(path: Path, target_loss: float | None = None, report: Report | None = None) -> None:
+    """Write the page of ``path`` (see ``report_dir``) again, and say so: of ``report`` when the
+    command built it already (the sweep's summary did). A page that cannot be written is a
+    warning, never the end of the command that produced the results."""
+    from analysis.report_page import write_page, write_report  # matplotlib: only when drawn
 
     where = report_dir(Path(path))
     if where is None:
         return
     try:
-        written = write_report(where, target_loss)
+        written = write_report(where, target_loss) if report is None else write_page(report)
     except Exception as err:  # the results are written already: the page must not lose them
         warn(
             f"report.html of {where} was not written ({type(err).__name__}: {err}); rebuild it "

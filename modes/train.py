@@ -34,7 +34,6 @@ from training.budget import apply_budget
 from training.checkpoint import check_language_model, check_resume, read_checkpoint
 from training.compile import compile_network
 from training.precision import native_precision
-from training.pruning import PruneHopelessTrial
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
 
@@ -112,10 +111,10 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     checkpointing = trainer.checkpoint_callback
     best = checkpointing.best_model_score
     last = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    pruned = any(isinstance(c, PruneHopelessTrial) and c.pruned_at is not None for c in callbacks)
+    # A callback that stopped the run says how it ended (an Optuna search's pruner: pruned).
+    ended = [c.run_status for c in trainer.callbacks if getattr(c, "run_status", None)]
     metrics = run_record(
-        # pruned: an Optuna search's pruner stopped it (training/pruning.py)
-        Status.PRUNED if pruned else Status.COMPLETED,
+        Status(ended[0]) if ended else Status.COMPLETED,
         arch=model_config.arch,
         step=trainer.global_step,
         best_val_loss=float(best) if best is not None else last.get("val/loss"),

@@ -7,11 +7,17 @@ A command added to the docs is run by ``tests/test_docs.py`` unless one of these
 
 from __future__ import annotations
 
+import importlib
 import re
 
 from tests.conftest import ROOT
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The guides, and each feature's own (features/NAME/README.md: removed with its folder).
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "features").glob("*/README.md")),
+]
 SHELL_TAGS = ("bash", "console")
 OTHER_TAGS = ("text", "yaml", "python")
 # A line of a non-shell block that would be a command: it must be in a bash block instead.
@@ -28,13 +34,11 @@ PLACEHOLDERS = {
     "RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
     "BERT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
     "SWEEP": r"multirun/2026-01-01/\d\d-\d\d-\d\d",
-    "FT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d",
 }
 PRODUCERS = {
     "RUN": "python train.py",
     "BERT_RUN": "python train.py model=bert",
     "SWEEP": "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2",
-    "FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt",
 }
 
 # What a training command gets (see the module docstring): a model of one layer, two steps.
@@ -60,31 +64,16 @@ TINY_BUDGETS = {
     "trainer.budget.tokens": "1536",
     "trainer.budget.seconds": "2",
 }
-READER_MODES = (
-    "mode=eval",
-    "mode=generate",
-    "mode=attention",
-    "mode=export",
-    "mode=heads",
-    "mode=finetune",
-    "mode=report",
-)
-# mode=finetune takes its model from the checkpoint (no tiny model keys) and runs two steps:
-# an epoch of the built-in task at this batch size, so it validates and writes the
-# checkpoints/best.ckpt that mode=eval ckpt_path=$FT_RUN reads.
-FINETUNE_STEPS = ["finetune.max_steps=2", "finetune.batch_size=512"]
+# The modes that read a checkpoint (every mode but train) take its model: no tiny keys. A
+# feature's mode may need arguments of its own to run in seconds (MODE_ARGS, from its
+# tests/features/NAME/docs_lists.py).
+MODE_ARGS: dict[str, list[str]] = {}
 
 NETWORK = "needs the network (a Hugging Face Hub dataset; offline here)"
-HUB_TASKS = "python train.py mode=eval ckpt_path=$RUN eval.harness="  # the harness's, on the Hub
 INSTALL = "creates a virtual environment and installs from the package index (CI's .ci/run does)"
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
 SLURM = "needs a SLURM cluster"
-POSTGRES_SEARCH = (
-    "hydra.sweeper.storage=postgresql://tinylm@dbhost/tinylm hydra.sweeper.study_name=lr-dropout "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)' "
-    "hydra.sweep.dir=/shared/searches/lr-dropout"
-)
 # The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
 # jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
 # (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
@@ -128,96 +117,14 @@ NOT_RUNNABLE = {
     "python train.py -m hydra/launcher=slurm hydra.launcher.partition=gpu "
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
-    **dict.fromkeys(
-        [
-            "python train.py -m hydra/sweeper=optuna hydra/launcher=slurm "
-            "hydra.launcher.partition=gpu hydra.sweeper.n_jobs=8 hydra.sweeper.n_trials=64 "
-            f"{POSTGRES_SEARCH}",
-            f"srun python train.py -m hydra/sweeper=optuna hydra.sweeper.n_jobs=1 "
-            f"hydra.sweeper.n_trials=64 {POSTGRES_SEARCH}",
-        ],
-        SLURM + " and a PostgreSQL server; tests/test_optuna.py shares a study (SQLite) "
-        "between two workers",
-    ),
-    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' hydra.sweep.dir=runs/search": (
-        "one of two workers, a search like the one above; tests/test_optuna.py runs two "
-        "workers on one study"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=20 "
-            "hydra.sweeper.sampler.seed=0 hydra.sweeper.n_jobs=1 "
-            "'optim.lr=tag(log,interval(1e-4,3e-2))' 'model.dropout=interval(0.0,0.3)' "
-            "model.num_layers=1 model.hidden_size=32 model.num_heads=2 model.max_seq_len=32 "
-            "data.vocab_size=300 data.batch_size=8 trainer.max_steps=80 "
-            "trainer.val_check_interval=10 trainer.limit_val_batches=4 "
-            f"trainer.precision=32-true max_new_tokens=10 logger=none hydra.sweeper.pruner={p}"
-            for p in ("none", "median")
-        ],
-        "a measurement search of 20 trials, ~12 min here; composed only: tests/test_optuna.py "
-        "prunes a search",
-    ),
-    "optuna-dashboard sqlite:///$SWEEP/study.db": (
-        "starts a web server that runs until stopped; tests/test_optuna.py starts it on a "
-        "study, reads its HTTP API and stops it"
-    ),
-    "python train.py -m hydra/sweeper=optuna hydra/sweeper/sampler=nsgaii "
-    "hydra.sweeper.n_trials=12 'hydra.sweeper.objectives=[best_val_loss,params]' "
-    "'hydra.sweeper.directions=[minimize,minimize]' 'model.hidden_size=choice(64,128)' "
-    "'model.num_heads=choice(1,2,4)'": (
-        "a search of 12 trials, ~20 s even when tiny; tests/test_optuna.py runs a "
-        "two-objective search and checks its front"
-    ),
     "python train.py trainer.compile=true": (
         "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
         "slow test trains compiled (trainer=gpu's settings on the CPU)"
     ),
     "python train.py data=wikitext2": NETWORK,
-    f"{HUB_TASKS}hellaswag,arc_easy": NETWORK,
-    f"{HUB_TASKS}piqa eval.harness_num_fewshot=5": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=mrpc": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=stsb": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.task=glue": NETWORK,
-    "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt finetune.task=files "
-    "'finetune.path={topic: glue_local/topic, overlap: {path: glue_local/overlap, problem: "
-    "regression}}'": (
-        "reads the folders python -m bench.glue_local writes, and the docs' commands run in no "
-        "fixed order; composed only: tests/test_finetune_suite.py runs a two-task suite of such "
-        "folders end to end"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-            "finetune.task=files 'finetune.path={topic: glue_local/topic, overlap: {path: "
-            "glue_local/overlap, problem: regression}}' finetune.max_seq_len=64 seed=1",
-            "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-            "finetune.task=files 'finetune.path={topic: glue_local/topic, overlap: {path: "
-            "glue_local/overlap, problem: regression}}' finetune.max_seq_len=64 seed=1 "
-            "finetune.init=scratch",
-        ],
-        "the measured suite (~8 min each here); composed only: it is the suite above with the "
-        "protocol's keys, which tests/test_finetune_suite.py runs end to end",
-    ),
-    "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
-    "finetune.init=pretrained,scratch seed=1,2,3": (
-        "six fine-tunes, ~20 s even at two steps each; composed only: each of its jobs is a "
-        "fine-tune as above, and the sweep summary reads their metrics.json like any job's"
-    ),
-    **dict.fromkeys(
-        [
-            "python train.py mode=finetune ckpt_path=$SWEEP",
-            "python train.py mode=finetune ckpt_path=$SWEEP finetune.init=scratch",
-        ],
-        "fine-tunes the 12 jobs of the docs' sweep, ~40 s even at two steps each; "
-        "tests/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
-    ),
     "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
         "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
         "is a mode=finetune run, as above"
@@ -245,10 +152,6 @@ NOT_RUNNABLE = {
         "the re-run above with sweep.rerun_changed=true: on unchanged code it skips every job "
         "as that one does; tests/test_provenance.py re-runs a job on changed code"
     ),
-    "python train.py mode=heads ckpt_path=$SWEEP": (
-        "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
-        "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"
-    ),
     **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
     "python -m bench.sweep --steps 100": (
         "too long: its quickest run (--steps 2 --jobs 1 2) is three sweeps in fresh processes, "
@@ -264,7 +167,6 @@ NOT_RUNNABLE = {
     "python -m bench.data --text big.txt --repeats 3": (
         "too long: a 320 MB corpus, 3 first runs and 9 warm ones of train.py; no quick mode"
     ),
-    "git clone https://github.com/alexwarstadt/blimp": NETWORK + "; write_inputs stands in",
     "python -m bench.data --text big.txt --tokenizer-loss": (
         "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
     ),
@@ -315,7 +217,6 @@ QUICK = {
         *("--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1", "--bf16"),
     ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
-    "python -m bench.glue_local glue_local": ["glue_local"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
     # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms run as
     # one, the fullest, whose options include the others'.
@@ -368,18 +269,8 @@ PROMISES = {
         *("{out}/summary.md", "{out}/summary.csv", "{out}/runs.csv"),
         *("{out}/heatmap_val_loss.png", "{out}/curves_val_loss.png", "{out}/11/metrics.json"),
     ],
-    "python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials=6 hydra.sweeper.sampler.seed=0 "
-    "'optim.lr=tag(log,interval(1e-4,1e-2))' 'model.dropout=interval(0.0,0.3)'": [
-        *("{out}/optimization_results.yaml", "{out}/5/metrics.json", "{out}/curves_val_loss.png"),
-        *("{out}/study.db", "{out}/search.json"),
-    ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
-    "python train.py mode=eval ckpt_path=$FT_RUN": ["$FT_RUN/eval.jsonl"],
-    "python train.py mode=heads ckpt_path=$RUN/checkpoints/best.ckpt": [
-        *("$RUN/checkpoints/heads.json", "$RUN/checkpoints/heads.png"),
-        "$RUN/checkpoints/prune_curve.png",
-    ],
     'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
         "$RUN/checkpoints/attention.png"
     ],
@@ -394,3 +285,16 @@ PROMISES = {
     "python -m bench.data --make-corpus big.txt": ["big.txt"],
     "TINYLM_CACHE=.cache/tinylm python train.py": [".cache/tinylm"],
 }
+
+
+def _merge_features() -> None:
+    """Each feature's entries (tests/features/NAME/docs_lists.py) for the commands of its
+    guide: removed with its folder, as the guide is."""
+    for path in sorted((ROOT / "tests" / "features").glob("*/docs_lists.py")):
+        own = importlib.import_module(f"tests.features.{path.parent.name}.docs_lists")
+        for table in (PLACEHOLDERS, PRODUCERS, NOT_RUNNABLE, QUICK, FAILS, PROMISES, MODE_ARGS):
+            name = next(k for k, v in globals().items() if v is table)
+            table.update(getattr(own, name, {}))
+
+
+_merge_features()

@@ -105,7 +105,10 @@ def preload(root: str) -> None:
     """tinylm imported, then one tiny training run (``tests/fork_server_warmup.py``): a child
     forked from a cold server paid ~0.9 s of the 2.1 s of a tiny run for a process's first
     run (the kernels' first calls, Python's type caches)."""
-    sys.path.insert(0, root)
+    # Run as a script, this file's folder came first on the path, where tests/features/ would
+    # shadow the checkout's features/.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") != here)]
     for module in PRELOADED:
         importlib.import_module(module)
     importlib.import_module("tests.fork_server_warmup")

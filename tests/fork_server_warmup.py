@@ -1,9 +1,9 @@
-"""Imported by the fork servers (``tests/fork_server.py``'s and ``tests/train_forks.py``'s)
-after tinylm: one tiny training run there, so that each process forked from them skips the
-costs of a process's first run (the CPU kernels' first calls, Python's type caches): a tiny
-run's child took 2.1 s from a cold server, 1.25 s from a warm one. The server runs it on one
-thread and keeps that setting: OpenMP never starts a thread pool in it, so nothing of one is
-left half-copied in its forks (which set their own thread count).
+"""Imported by the fork servers (``tests/fork_server.py``'s and the search tests'
+``train_forks.py``'s) after tinylm: one tiny training run there, so that each process forked
+from them skips the costs of a process's first run (the CPU kernels' first calls, Python's type
+caches): a tiny run's child took 2.1 s from a cold server, 1.25 s from a warm one. The server
+runs it on one thread and keeps that setting: OpenMP never starts a thread pool in it, so
+nothing of one is left half-copied in its forks (which set their own thread count).
 """
 
 from __future__ import annotations

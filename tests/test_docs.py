@@ -49,6 +49,7 @@ from pathlib import Path
 
 import pytest
 
+from modes import MODES
 from tests.conftest import ROOT
 from tests.docs_commands import (
     Command,
@@ -63,14 +64,13 @@ from tests.docs_lists import (
     BESIDE,
     DOCS,
     FAILS,
-    FINETUNE_STEPS,
+    MODE_ARGS,
     NOT_RUNNABLE,
     OTHER_TAGS,
     PLACEHOLDERS,
     PRODUCERS,
     PROMISES,
     QUICK,
-    READER_MODES,
     SERVER,
     SHAKESPEARE,
     SHELL_LOOKING,
@@ -90,7 +90,20 @@ def doc_commands() -> list[Command]:
         for tag, first_line, body in fenced_blocks(path.read_text()):
             if tag in SHELL_TAGS:
                 commands.extend(shell_commands(tag, body, name, first_line))
-    return commands
+    return [c for c in commands if not of_removed_feature(c.text)]
+
+
+def of_removed_feature(text: str) -> bool:
+    """A command of a feature whose folder is not there (``mode=NAME``, ``python -m
+    features.NAME``, ``hydra/sweeper=NAME``): the core's guides may show it, and deleting the
+    folder removes it."""
+    named = re.findall(r"(?<![.\w])mode=(\w+)|-m features\.(\w+)|hydra/sweeper=(\w+)", text)
+    return any(
+        name not in MODES and name != "basic" and not (ROOT / "features" / name).is_dir()
+        for group in named
+        for name in group
+        if name
+    )
 
 
 def is_placeholder_definition(text: str) -> bool:
@@ -109,13 +122,19 @@ class Job:
     commands: list[str] = field(default_factory=list)  # the docs commands it stands for
 
 
+def reads_checkpoint(args: list[str]) -> bool:
+    """Whether the command is a mode that reads a checkpoint (any but train): it takes the
+    checkpoint's model, no tiny keys."""
+    return any(a.startswith("mode=") and a != "mode=train" for a in args)
+
+
 def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
     """The arguments ``python train.py ARGS`` runs with here (without an output directory),
     and the output directory the command names itself, if it does."""
     multirun = "-m" in args or "--multirun" in args
     keys = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
     result = list(args)
-    if tiny and not any(a.startswith(READER_MODES) for a in args):
+    if tiny and not reads_checkpoint(args):
         budgets = [k for k in keys if k in TINY_BUDGETS]
         result = [f"{k}={TINY_BUDGETS[k]}" if k in budgets else a for a, k in _keyed(result)]
         tiny_keys = {k: v for k, v in TINY.items() if not (budgets and k == "trainer.max_steps")}
@@ -126,8 +145,9 @@ def train_args(args: list[str], tiny: bool) -> tuple[list[str], str | None]:
                 result.append(f"{key}={value}")
         if not any(k == "logger" or k.startswith("logger.") for k in keys):
             result.append("logger=none")
-    if tiny and "mode=finetune" in args and "finetune.max_steps" not in keys:
-        result.extend([*FINETUNE_STEPS, "logger=none"])
+    for mode, extra in MODE_ARGS.items():  # a feature's mode, made quick
+        if tiny and mode in args and not any(a.split("=")[0] in keys for a in extra[:1]):
+            result.extend([*extra, "logger=none"])
     return result, keys.get("hydra.sweep.dir" if multirun else "hydra.run.dir")
 
 
@@ -180,7 +200,7 @@ def write_inputs(ws: Path) -> None:
     """The small files the docs' commands name, in the scratch directory."""
     from pydoc_data.topics import topics
 
-    from data.labelled import builtin_examples
+    from features.finetune.labelled import builtin_examples
 
     paragraphs = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if p.strip()]
     text = "\n\n".join(paragraphs)
@@ -424,7 +444,7 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
     log = result["log"][-4000:]
     if text.startswith("python -m bench.data --make-corpus") and not SHAKESPEARE.is_file():
         pytest.skip(f"the benchmark reads {SHAKESPEARE}, which this checkout lacks")
-    if "eval.harness=" in text:  # the eval extra (CI installs it): skipped where it is missing
+    if "mode=harness" in text:  # the eval extra (CI installs it): skipped where it is missing
         pytest.importorskip("accelerate", reason='lm-eval: pip install -e ".[eval]"')
     if text in FAILS:
         code, message = FAILS[text]
@@ -435,7 +455,7 @@ def test_docs_command_runs(text: str, ran: Ran) -> None:
         return
     assert result["rc"] == 0, f"{text} (as {job.argv[1:]}): exit {result['rc']}\n{log}"
     promised = list(PROMISES.get(text, []))
-    if job.out is not None and not any(a.startswith(READER_MODES) for a in job.argv):
+    if job.out is not None and not reads_checkpoint(job.argv):
         promised.append("{out}/summary.md" if "-m" in job.argv else "{out}/metrics.json")
     for item in promised:
         item = substitute(item.replace("{out}", job.out or ""), ran.dirs)
@@ -453,10 +473,11 @@ def test_listed_train_commands_compose(text: str) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from train import harness_task_list, verbatim_prompt
+    from conf.features import comma_lists
+    from train import verbatim_prompt
 
     words = split_env(text)[1]
-    args = harness_task_list(verbatim_prompt(words[words.index("train.py") + 1 :]))
+    args = comma_lists(verbatim_prompt(words[words.index("train.py") + 1 :]))
     args = [a for a in args if a != "-m"]
     first = []
     for override in OverridesParser.create().parse_overrides(args):
@@ -473,6 +494,13 @@ def test_listed_train_commands_compose(text: str) -> None:
     assert cfg.mode == next((a[len("mode=") :] for a in first if a.startswith("mode=")), "train")
 
 
+def removed_feature(linked: Path) -> bool:
+    """A link into a feature's folder that is not there: deleting the folder removes the
+    feature, its guide included (ARCHITECTURE.md, "Features")."""
+    parts = linked.relative_to(ROOT).parts if linked.is_relative_to(ROOT) else ()
+    return len(parts) > 1 and parts[0] == "features" and not (ROOT / "features" / parts[1]).is_dir()
+
+
 def test_relative_links_and_images_resolve() -> None:
     broken = []
     for path in DOCS:
@@ -482,6 +510,8 @@ def test_relative_links_and_images_resolve() -> None:
                 continue
             file, _, anchor = target.partition("#")
             linked = (path.parent / file).resolve() if file else path
+            if removed_feature(linked):
+                continue
             if not linked.exists() or (anchor and anchor not in heading_anchors(linked)):
                 broken.append(f"{path.relative_to(ROOT)}: {target}")
     assert not broken, broken

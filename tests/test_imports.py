@@ -2,7 +2,8 @@
 
 Hydra belongs to the entry point (``train.py``, ``conf/hydra_runtime.py``, the sweep callback),
 matplotlib to the modules that draw (``analysis/plots.py``, ``modes/attention.py``) and the
-lm-evaluation-harness to the functions of ``training/harness.py`` that run it. Each
+lm-evaluation-harness to the functions of a feature that run it (its own test probes it,
+``probe``). Each
 import runs in a child forked from one fresh interpreter that has imported Lightning alone
 (what every mode imports first; ``lightning_alone`` is what that interpreter holds).
 Lightning's torchmetrics imports matplotlib itself when it is installed, so matplotlib in
@@ -29,7 +30,6 @@ TINYLM_PACKAGES = sorted(
 
 PROBED = [
     "modes.eval",
-    "modes.eval_harness",
     "training.task",
     "analysis.plots",
     "conf.hydra_runtime",
@@ -76,11 +76,10 @@ for module in sys.argv[3:]:
 """
 
 
-@pytest.fixture(scope="module")
-def probes() -> dict[str, dict[str, list[str]]]:
-    """What each module of PROBED (and Lightning alone) holds once imported."""
+def probe(modules: list[str]) -> dict[str, dict[str, list[str]]]:
+    """What each of ``modules`` (and Lightning alone, ``lightning``) holds once imported."""
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(HEAVY), json.dumps(TINYLM_PACKAGES), *PROBED],
+        [sys.executable, "-c", _PROBE, json.dumps(HEAVY), json.dumps(TINYLM_PACKAGES), *modules],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -93,12 +92,18 @@ def probes() -> dict[str, dict[str, list[str]]]:
 
 
 @pytest.fixture(scope="module")
+def probes() -> dict[str, dict[str, list[str]]]:
+    """What each module of PROBED (and Lightning alone) holds once imported."""
+    return probe(PROBED)
+
+
+@pytest.fixture(scope="module")
 def lightning_alone(probes: dict[str, dict[str, list[str]]]) -> set[str]:
     """The heavy packages Lightning (with torchmetrics) loads by itself."""
     return set(probes["lightning"]["loaded"])
 
 
-@pytest.mark.parametrize("module", ["modes.eval", "modes.eval_harness", "training.task"])
+@pytest.mark.parametrize("module", ["modes.eval", "training.task"])
 def test_modes_and_training_import_without_hydra_matplotlib_or_lm_eval(
     module: str, lightning_alone: set[str], probes: dict[str, dict[str, list[str]]]
 ) -> None:

@@ -281,6 +281,9 @@ def test_a_validation_is_not_timed_as_training(monkeypatch) -> None:
         ("bf16-true", torch.bfloat16),
         ("16-mixed", torch.float16),
         ("32-true", torch.float32),
+        ("32", torch.float32),
+        ("16-true", torch.float16),
+        ("64-true", torch.float64),
     ],
 )
 def test_mfu_asks_the_peak_of_the_precision_trained_in(monkeypatch, precision, dtype) -> None:

@@ -83,6 +83,22 @@ def test_valid_command_lines_pass(argv) -> None:
     check_command_line(argv)
 
 
+def test_a_features_moved_and_list_keys_apply_to_the_command_line(monkeypatch) -> None:
+    """A feature that took a core key over has it named with its replacement, and its list
+    keys are read as one list (``Feature.moved_keys``, ``Feature.list_keys``): planted here,
+    so the rule holds whichever feature folders there are."""
+    import conf.features
+
+    planted = conf.features.Feature(
+        name="planted", moved_keys={"eval.old": "mode=new new.key=X"}, list_keys=("new.items",)
+    )
+    monkeypatch.setattr(conf.features, "features", lambda: (planted,))
+    with pytest.raises(ValueError, match=r"^unknown key\(s\) eval.old \(retired: use mode=new "):
+        check_command_line(["eval.old=1"])
+    args = ["new.items=a,b", "new.items='a,b'", "new.items=[a,b]", "new.items=a", "other=a,b"]
+    assert conf.features.comma_lists(args) == ["new.items=[a,b]", *args[1:]]
+
+
 def test_group_choices_come_from_the_config_dir_too(tmp_path) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "tiny.yaml").write_text("{}")

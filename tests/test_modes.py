@@ -2,31 +2,37 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.conftest import compose_config
+from modes import MODES
+from tests.conftest import ROOT, compose_config
 
 
 @pytest.mark.parametrize(
     ("mode", "options"),
     [
         ("eval", ()),
-        ("eval", ("eval.pairs=builtin",)),
         ("generate", ("prompt=The",)),
         ("attention", ("prompt=The",)),
         ("export", ("export.format=safetensors",)),
-        ("heads", ()),
     ],
 )
 def test_a_command_reads_its_checkpoint_once(
     tiny_checkpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, options
 ) -> None:
+    assert checkpoint_reads(tiny_checkpoints["decoder"], tmp_path, monkeypatch, mode, *options)
+
+
+def checkpoint_reads(
+    ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, *options: str
+) -> bool:
+    """Whether ``mode`` on ``ckpt`` (with ``options``) reads the checkpoint exactly once."""
     from train import run
 
-    ckpt = tiny_checkpoints["decoder"]
     reads: list[str] = []
     real_load = torch.load
 
@@ -48,4 +54,12 @@ def test_a_command_reads_its_checkpoint_once(
             *options,
         )
     )
-    assert reads == [str(ckpt)]
+    return reads == [str(ckpt)]
+
+
+def test_the_readme_layout_lists_every_core_mode_and_the_features_folder() -> None:
+    readme = (ROOT / "README.md").read_text()
+    (line,) = [line for line in readme.splitlines() if line.startswith("train.py ")]
+    listed = re.search(r"\[mode=([a-z|]+)\]", line).group(1).split("|")
+    assert listed == list(MODES)
+    assert "\nanalysis/ " in readme and "\nfeatures/ " in readme

@@ -18,10 +18,11 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-import modes.eval
-import modes.heads
-from analysis.report_page import REPORT_FILE, write_report
+import features.heads.command
+from analysis.report import build_report
+from analysis.report_page import REPORT_FILE, write_page, write_report
 from analysis.run_record import read_record, write_record
+from analysis.sweep_summary import write_summary_files
 from common.provenance import code_version
 from conf.hydra_runtime import parse_settings
 from tests.browser import CHROMIUM, Browser
@@ -58,7 +59,7 @@ def sweep(tmp_path_factory) -> Path:
         return run(cfg)
 
     command("eval", sweep, "model.max_seq_len=64")
-    command("eval", sweep, "model.max_seq_len=64", "eval.pairs=builtin")
+    command("pairs", sweep, "model.max_seq_len=64", "pairs.path=builtin")
     task = root / "task.jsonl"
     labels = ["yes", PLANTED["class"]]
     texts = ["bad poor text", "good fine text"]
@@ -76,7 +77,7 @@ def sweep(tmp_path_factory) -> Path:
         "finetune.max_steps=2",
         "finetune.batch_size=8",
     )
-    modes.heads.run(parse_settings(compose_config(
+    features.heads.command.run(parse_settings(compose_config(
         "mode=heads", f"ckpt_path={sweep}", "model.max_seq_len=64",
         f"output_dir={root / 'heads'}",
     )))  # fmt: skip
@@ -215,6 +216,21 @@ def test_each_command_rewrote_the_page_and_the_runs_record_provenance(sweep: Pat
     assert heads["provenance"]["precision"] == "32-true"
 
 
+def test_each_figure_is_on_the_page_once_and_the_head_maps_per_configuration(
+    sweep: Path,
+) -> None:
+    html = (sweep / REPORT_FILE).read_text()
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)
+    assert len(captions) == len(set(captions))
+    assert [c for c in captions if c.startswith("head maps of")] == [
+        f"head maps of model.dropout={dropout} (mean over 2 runs)" for dropout in ("0.0", "0.1")
+    ]
+    assert "prune curves" in captions
+    # The heatmap is the table chosen in a list alone, not an image beside it as well.
+    assert not any("validation loss over" in c for c in captions)
+    assert html.count('<div class="heatmap" data-key="best_val_loss"') == 1
+
+
 def test_the_page_needs_nothing_but_itself(sweep: Path) -> None:
     html = (sweep / REPORT_FILE).read_text()
     assert not re.search(r"https?:", html)
@@ -304,3 +320,28 @@ def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
     html = write_report(tmp_path).read_text()
     assert "search history" in html and 'id="heatmap-choice"' not in html
     assert "2 completed" in html and "1 failed" in html
+
+
+def test_the_heatmap_is_one_object_the_summary_draws_and_the_page_shows(tmp_path: Path) -> None:
+    """Heads 1 is worse than heads 2 beyond two standard errors; both of heads 4 failed."""
+    runs = [("1", 2.30), ("1", 2.32), ("2", 2.00), ("2", 2.02), ("4", None), ("4", None)]
+    for job, (heads, loss) in enumerate(runs):
+        overrides = {"model.num_heads": heads, "seed": str(job % 2 + 1)}
+        record = {"status": "completed", "best_val_loss": loss} if loss else {"status": "failed"}
+        write_record(tmp_path / str(job), {**record, "overrides": overrides})
+    report = build_report(tmp_path)
+    (heatmap,) = report.heatmaps
+    assert (heatmap.key, heatmap.row_values, heatmap.col_values) == (
+        "best_val_loss",
+        ["1", "2", "4"],
+        [""],
+    )
+    cells = [row[0] for row in heatmap.cells]
+    assert [cell.text for cell in cells] == ["2.3100 ± 0.0141*", "2.0100 ± 0.0141", "failed"]
+    assert cells[1].goodness == 1.0 and cells[0].goodness == 0.0 and cells[2].failed == 2
+    assert "heatmap_val_loss.png" in {path.name for path in write_summary_files(report)}
+    html = write_page(report).read_text()
+    (table,) = re.findall(r'<div class="heatmap".*?</div>', html, re.DOTALL)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
+    assert cells == ["2.3100 ± 0.0141*", "2.0100 ± 0.0141", "2 failed"]
+    assert "<img" not in html  # no figure but the heatmap: no curves were recorded

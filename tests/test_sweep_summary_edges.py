@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analysis.report_columns import Ranking, ranking
 from analysis.run_record import write_record
 from analysis.summary import MEANS
-from analysis.sweep_summary import Ranking, ranking, write_sweep_summary
-from conf.hydra_runtime import OPTUNA_SEARCH
+from analysis.sweep_summary import write_sweep_summary
 from tests.test_summary_edges import _cells
 from tests.test_summary_files_edges import _csv, _run
 
@@ -66,7 +66,7 @@ def _section(summary: str, heading: str) -> str:
 
 
 def _fine_tune(accuracy: float, seed: int, lr: str, metric: str = "accuracy") -> dict:
-    """A completed fine-tune's metrics.json (modes/finetune_checkpoint.py's fields)."""
+    """A completed fine-tune's metrics.json (features/finetune/one_checkpoint.py's fields)."""
     return {
         "status": "completed",
         "mode": "finetune",
@@ -249,7 +249,14 @@ def _search_sweep(sweep: Path, runs: dict[str, tuple[str, str, float]]) -> None:
         overrides = {"optim.lr": lr, "model.num_heads": heads}
         record = {"status": "completed", "best_val_loss": loss, "overrides": overrides}
         write_record(sweep / job, record)
-    multirun = {"hydra": {"sweeper": {"_target_": OPTUNA_SEARCH, "n_trials": len(runs)}}}
+    multirun = {
+        "hydra": {
+            "sweeper": {
+                "_target_": "hydra_plugins.tinylm_features.OptunaSearch",
+                "n_trials": len(runs),
+            }
+        }
+    }
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(multirun))
 
 
@@ -272,7 +279,13 @@ def test_a_search_without_its_record_names_the_best_trial_of_optimization_result
     results["best_value"] = 2.25
     (tmp_path / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
     written = write_sweep_summary(tmp_path)
-    assert [p.name for p in written] == ["summary.csv", "runs.csv", "summary.md"]
+    # No heatmap; the history drawn from the runs (no search.json to draw it from).
+    assert [p.name for p in written] == [
+        "summary.csv",
+        "runs.csv",
+        "summary.md",
+        "optuna_history.png",
+    ]
     best = (
         " Optuna's best trial: run 2 (optim.lr=0.003, model.num_heads=4), best_val_loss 2.25 "
         "(optimization_results.yaml)."
@@ -289,14 +302,15 @@ def test_a_search_without_its_record_names_the_best_trial_of_optimization_result
 def test_a_search_still_running_names_no_best_trial(tmp_path: Path) -> None:
     _search_sweep(tmp_path, _TRIALS)
     written = write_sweep_summary(tmp_path)
-    assert [p.name for p in written] == ["summary.csv", "runs.csv", "summary.md"]  # no heatmap
+    names = ["summary.csv", "runs.csv", "summary.md", "optuna_history.png"]  # no heatmap
+    assert [p.name for p in written] == names
     assert _summary(tmp_path).startswith(
         f"# Sweep {tmp_path}\n\n{_search_explanation(3)}\n\n## Configurations\n\n"
     )
 
 
 def _search_record(trials: dict[str, tuple[str, str, float]], best: int) -> dict:
-    """search.json as training/study_report.py writes it, one trial per run."""
+    """search.json as features/optuna/study_report.py writes it, one trial per run."""
     return {
         "study_name": "heads-and-lr",
         "storage": "sqlite:///study.db",

@@ -20,6 +20,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from common.files import write_atomically
+from common.library_private import mark_sigterm_received
 
 DIVERGENCE_HINT = (
     "Likely causes: a learning rate too high ({rates}; try 3x smaller, or a longer "
@@ -169,7 +170,7 @@ class SaveOnInterrupt(L.Callback):
         if signum == signal.SIGTERM and first and launcher is not None:
             launcher.kill(signum)  # as Lightning's handler does: the ranks this one launched
         if trainer.world_size == 1:
-            trainer._signal_connector.received_sigterm = True
+            mark_sigterm_received(trainer)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any
@@ -177,7 +178,7 @@ class SaveOnInterrupt(L.Callback):
         if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(
             self.signal is not None, all=False
         ):
-            trainer._signal_connector.received_sigterm = True
+            mark_sigterm_received(trainer)
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException

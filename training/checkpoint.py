@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from conf.features import checkpoint_owner, hook, is_language_model
 from conf.schema import OptimConfig, Settings
 from models.config import ModelConfig
 from models.transformer import build_model
@@ -168,34 +169,18 @@ def _damaged(path: Path, err: Exception) -> ValueError:
     )
 
 
-def is_classifier(hparams: dict[str, Any]) -> bool:
-    """Whether a checkpoint's hyper-parameters are a fine-tuned classifier's
-    (``mode=finetune``) rather than a pretrained language model's."""
-    return "classifier" in hparams
-
-
-def problem_of(classifier: dict[str, Any]) -> str:
-    """A fine-tuned checkpoint's problem, classification or regression (``hyper_parameters
-    ["classifier"]``; checkpoints from before regressions: classification)."""
-    return classifier.get("problem", "classification")
-
-
-def classifier_outputs(classifier: dict[str, Any]) -> int:
-    """The head's outputs: one per class, or a regression's one score."""
-    return 1 if problem_of(classifier) == "regression" else len(classifier["label_names"])
-
-
 def check_language_model(path: str | Path, hparams: dict[str, Any], mode: str | None) -> None:
-    """A fine-tuned classifier where a pretrained language model is needed: one line that
-    names the checkpoint it was fine-tuned from."""
-    if is_classifier(hparams):
-        classifier = hparams["classifier"]
-        raise ValueError(
-            f"{path} is a classifier fine-tuned on {classifier['task']} (mode=finetune), not a "
-            f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained "
-            "checkpoint, such as the one it was "
-            f"fine-tuned from: {classifier['pretrained']['checkpoint']}"
-        )
+    """A checkpoint that is no pretrained language model (a feature's, such as a fine-tuned
+    classifier) where one is needed: one line, the feature's own where it has one."""
+    if is_language_model(hparams):
+        return
+    owner = checkpoint_owner(hparams)
+    if owner is not None and owner.describe_checkpoint:
+        raise ValueError(hook(owner.describe_checkpoint)(path, hparams, mode))
+    raise ValueError(
+        f"{path} is not a language model's checkpoint; {f'mode={mode}' if mode else 'this'} "
+        "needs a pretrained checkpoint (python train.py writes one)"
+    )
 
 
 def load_checkpoint(
@@ -220,16 +205,17 @@ def load_checkpoint(
         raise ValueError(
             f"{path}: the weights do not fit the model config stored in it ({err})"
         ) from None
-    return _loaded(path, model, config, hparams, checkpoint)
+    return loaded_checkpoint(path, model, config, hparams, checkpoint)
 
 
-def _loaded(
+def loaded_checkpoint(
     path: str | Path,
     model: nn.Module,
     config: ModelConfig,
     hparams: dict[str, Any],
     checkpoint: dict[str, Any],
 ) -> LoadedCheckpoint:
+    """A rebuilt ``model`` with what was read beside it, in eval mode."""
     return LoadedCheckpoint(
         path=Path(path),
         model=model.eval(),
@@ -237,27 +223,6 @@ def _loaded(
         hparams=dict(hparams),
         global_step=int(checkpoint.get("global_step", 0)),
     )
-
-
-def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) -> LoadedCheckpoint:
-    """Rebuild the ``SequenceClassifier`` of a fine-tuned checkpoint (``mode=finetune``), in
-    eval mode on the CPU; a language model is refused, in one line."""
-    from models.classifier import SequenceClassifier
-
-    checkpoint = checkpoint or read_checkpoint(path)
-    hparams = checkpoint["hyper_parameters"]
-    if not is_classifier(hparams):
-        raise ValueError(
-            f"{path} is a pretrained language model, not a fine-tuned classifier; fine-tune "
-            f"it first: python train.py mode=finetune ckpt_path={path}"
-        )
-    config = ModelConfig.from_dict(hparams["model_config"])
-    check_tokenizer_fits(hparams["tokenizer_json"], config, path)
-    model = SequenceClassifier(build_model(config), classifier_outputs(hparams["classifier"]))
-    model.load_state_dict(
-        {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
-    )
-    return _loaded(path, model, config, hparams, checkpoint)
 
 
 def use_weights(model: nn.Module, weights: str, seed: int) -> None:

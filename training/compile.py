@@ -11,22 +11,13 @@ from __future__ import annotations
 
 from torch import nn
 
-
-def cpp_compiler() -> str | None:
-    """The C++ compiler inductor would build CPU kernels with (``$CXX``, else g++), or None
-    when there is none."""
-    from torch._inductor import cpp_builder, exc
-
-    try:
-        return cpp_builder.get_cpp_compiler()
-    except exc.InvalidCxxCompiler:
-        return None
+from common.library_private import inductor_cpp_compiler
 
 
 def compile_network(network: nn.Module) -> str | None:
     """Compile ``network``'s forward in place with inductor; returns None, or the one-line
     note saying why it stays eager."""
-    if cpp_compiler() is None:
+    if inductor_cpp_compiler() is None:
         return (
             "trainer.compile=true needs a C++ compiler for torch.compile's inductor backend and "
             "found none (g++, or the one $CXX names); training without compiling"

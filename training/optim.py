@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from common.library_private import let_grad_scaler_unscale
 from conf.schema import OptimConfig
 
 
@@ -159,7 +160,7 @@ def build_optimizer(
     # Lightning refuses to clip them under mixed precision (bf16 has no scaler at all). Told
     # otherwise, the scaler unscales before the clip (fp16), as for any optimiser, and skips
     # the step on inf/NaN; the update is still the fused kernel (tests/test_precision.py).
-    adamw._step_supports_amp_scaling = False
+    let_grad_scaler_unscale(adamw)
     if not muon_ids:
         return adamw
     muon = BatchedMuon(

@@ -16,13 +16,18 @@ from dataclasses import replace
 
 import torch
 
+from common.library_private import cpu_bf16_flags
 from common.ranks import global_rank
 from conf.schema import Settings
 
 
 def native_bf16_cpu() -> bool:
     """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX tiles)."""
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    capabilities = getattr(torch.cpu, "get_capabilities", None)  # public in recent torch
+    if capabilities is None:
+        return cpu_bf16_flags()
+    found = capabilities()
+    return bool(found.get("avx512_bf16", False) or found.get("amx_tile", False))
 
 
 def _on_cpu(accelerator: str) -> bool:

@@ -205,6 +205,12 @@ class LanguageModelTask(L.LightningModule):
             spent = self.consumed["seconds"] >= budget
             if self.trainer.strategy.reduce_boolean_decision(spent, all=False):
                 self.trainer.should_stop = True
+        # Throughput here, not Lightning's ThroughputMonitor: the run record's tokens_per_sec is
+        # the run's average without the first step after a start or a validation (compilation,
+        # checkpoint writes, loader restarts), which its Throughput cannot give (rates over a
+        # rolling window, none before window_size=100 batches; totals with the first step in),
+        # and it calls torch.cuda.synchronize() after every batch where this loop waits for the
+        # device on logging steps only. The clock is the seconds budget's anyway.
         if self._last_step_end is not None:  # throughput: tokens of timed steps only
             tokens = batch["input_ids"].numel()
             self._seconds_since_log += now - self._last_step_end
@@ -367,9 +373,7 @@ def _peak_flops(device: torch.device, precision: str) -> float | None:
         return None
     from lightning.fabric.utilities.throughput import get_available_flops
 
-    dtype = (
-        torch.bfloat16
-        if "bf16" in str(precision)
-        else (torch.float16 if "16" in str(precision) else torch.float32)
-    )
-    return get_available_flops(device, dtype)
+    # "bf16-mixed" -> bfloat16, "16-true" -> float16, "64-true" -> float64, "32(-true)" -> float32
+    # (Lightning maps its precision plugins so, in a private function).
+    dtypes = {"bf16": torch.bfloat16, "16": torch.float16, "64": torch.float64}
+    return get_available_flops(device, dtypes.get(str(precision).split("-")[0], torch.float32))

@@ -20,9 +20,10 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
+from common.library_private import drop_wandb_init_argument
+from conf.features import training_callbacks
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
-from training.head_logging import HeadStatistics
 
 
 def _quiet_lightning() -> None:
@@ -58,8 +59,7 @@ def training_trainer(
         SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
         *callbacks,
     ]
-    if settings.trainer.head_stats_every is not None:
-        all_callbacks.append(HeadStatistics(settings.trainer.head_stats_every))
+    all_callbacks += training_callbacks(settings)  # the features' (the heads' statistics)
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
@@ -142,7 +142,7 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
     # Lightning always passes wandb.init an `anonymous` setting (None unless asked), which
     # wandb deprecates with a warning on every run; left out, wandb's default is the same,
     # and every other wandb warning still prints.
-    logger._wandb_init.pop("anonymous", None)
+    drop_wandb_init_argument(logger, "anonymous")
     return logger
 
 

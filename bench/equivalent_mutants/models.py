@@ -1,10 +1,11 @@
-"""The equivalent mutants of models/: the sentence scores of minimal pairs."""
+"""The equivalent mutants of the sentence scores of minimal pairs (models/ before they moved to
+features/pairs/)."""
 
 from __future__ import annotations
 
 from bench.equivalent_mutants.base import Equivalent, variants
 
-_SCORES = "models/sentence_scores.py"
+_SCORES = "features/pairs/sentence_scores.py"
 _SAME_ON_A_CPU = (
     "the tensors go to the network's device: on a CPU, where these tests run, .to(None) and "
     "device=None leave them where .to(device) puts them; only a network on a GPU would see "

@@ -16,7 +16,7 @@ _LOGGED = (
     'self.log(f"{stage}/acc", accuracy, sync_dist=True)',
     'self.log(f"{stage}/{name}", value, sync_dist=True)',
 )
-_CLASSIFICATION = "training/classification.py"
+_CLASSIFICATION = "features/finetune/task.py"
 _TWO_D_LOGITS = (
     "the classifier's logits are [B, K], two dimensions: dimension 1 is dimension -1 (a "
     "regression's [B, 1] squeezes to the same [B])"
@@ -168,7 +168,7 @@ _HEADS_EQUIVALENTS = (
         "heads, more than can go) is: a count already in the set",
     ),
 )
-_HARNESS = "training/harness.py"
+_HARNESS = "features/harness/runner.py"
 _LITERAL_NAME = (
     "fnmatch on POSIX matches a name without *, ? or [ only to itself: expanding it as a "
     "pattern gives the name back whether the index has it or not"

@@ -1,0 +1,29 @@
+"""``mode=finetune ckpt_path=PRETRAINED``: a classifier on a pretrained network, judged on a task.
+
+What ``ckpt_path`` names picks the path: a checkpoint (a fine-tuned ``last.ckpt`` resumes its
+interrupted fine-tune) or a run directory (its ``checkpoints/best.ckpt``) is one fine-tune,
+``features/finetune/one_checkpoint.py``; a sweep directory, every completed job's
+(``features/finetune/sweep.py``); a suite of tasks (``finetune.task=glue``, or ``files`` with a
+mapping of tasks to folders) is ``features/finetune/suite.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from conf.schema import Settings
+from features.finetune.sweep import finetune_one, finetune_sweep
+
+
+def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
+    ckpt = Path(settings.job.ckpt_path)
+    if ckpt.is_dir():  # a run directory: its best checkpoint; a sweep directory: every job's
+        own = ckpt / "checkpoints" / "best.ckpt"
+        if not own.is_file():
+            return finetune_sweep(settings, callbacks)
+        ckpt = own
+    return finetune_one(settings, ckpt, callbacks)

@@ -1,0 +1,14 @@
+"""The head analysis guide's commands in the docs test (tests/docs_lists.py merges these)."""
+
+NOT_RUNNABLE = {
+    "python train.py mode=heads ckpt_path=$SWEEP": (
+        "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
+        "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"
+    ),
+}
+PROMISES = {
+    "python train.py mode=heads ckpt_path=$RUN/checkpoints/best.ckpt": [
+        *("$RUN/checkpoints/heads.json", "$RUN/checkpoints/heads.png"),
+        "$RUN/checkpoints/prune_curve.png",
+    ],
+}
