@@ -8,7 +8,7 @@ edges); which names are tasks (wildcards, groups of groups, inline configs, tags
 groups that hold themselves) and the message that names the unknown ones with their close
 matches; which tasks read the Hugging Face Hub; and each refusal's message whole. Each test
 kills mutants that the tests of tests/test_harness.py, which load trained checkpoints, are too
-slow to meet (``python -m bench.mutations --module training/harness.py``)."""
+slow to meet (``python -m tools.mutation --module training/harness.py``)."""
 
 from __future__ import annotations
 
