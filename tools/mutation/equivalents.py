@@ -225,7 +225,7 @@ MODES = (
         )
     ),
     Equivalent(
-        "modes/eval.py",
+        "features/pairs/command.py",
         "run",
         'overall, metric="pair_acc", others=(), higher_is_better=True',
         'overall, metric="pair_acc", higher_is_better=True',
@@ -535,15 +535,15 @@ ANALYSIS = (
         "the csv module writes None as an empty field, as the mapping does",
     ),
     *true_flag_variants(
-        _SWEEP_SUMMARY,
-        "write_sweep_summary",
+        "analysis/report.py",
+        "build_report",
         "rows = [{**row, **extra} for row, extra in zip(rows, target, strict=True)]",
         "strict",
         "target_rows(configs, ...) returns one row per configuration, as configuration_rows "
         "does: the lengths always agree",
     ),
     *variants(
-        _SWEEP_SUMMARY,
+        "analysis/report.py",
         "search_result",
         'if "optuna" not in str(sweeper.get("_target_", "")).lower():',
         '"_target_", "")',
