@@ -171,7 +171,7 @@ NOT_RUNNABLE = {
         "too long: 12 train.py runs on a 320 MB corpus, 6 of them 200 steps; no quick mode"
     ),
     **dict.fromkeys(
-        ["python -m bench.mutations", "python -m bench.mutations --module analysis/summary.py"],
+        ["python -m tools.mutation", "python -m tools.mutation --module analysis/summary.py"],
         "slow: minutes per module (mutmut, the mutation extra); run by hand",
     ),
 }

@@ -1,6 +1,6 @@
 """Tests for models/attention.py: seed references, SDPA vs plain path, masks, dropout, KV cache.
 
-Each of the three reference designs the module unifies (bench/seed_references.py) has its
+Each of the three reference designs the module unifies (tests/seed_references.py) has its
 weights copied into our module, and the outputs must agree in the design's own setting.
 Everything else compares our two paths (SDPA and the explicit softmax that ``need_weights``
 takes) and checks the invariants of the mask convention (ARCHITECTURE.md).
@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bench.seed_references import Seed000SelfAttention, Seed003Attention, Seed004CausalAttention
 from models.attention import (
     KVCache,
     MultiHeadAttention,
@@ -21,6 +20,7 @@ from models.attention import (
     apply_rotary,
     build_attention_mask,
 )
+from tests.seed_references import Seed000SelfAttention, Seed003Attention, Seed004CausalAttention
 
 ATOL = 1e-5
 

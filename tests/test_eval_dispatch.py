@@ -5,7 +5,7 @@ beside a reset key of another kind.
 
 Checkpoints are tests/test_eval_edges.py's untrained tiny networks; losses are recounted here
 from the network's logits. The tests answer the survivors of
-``python -m bench.mutations --module modes/eval.py`` (65.8% after the code grew pairs,
+``python -m tools.mutation --module modes/eval.py`` (65.8% after the code grew pairs,
 harness, classifier and heads.prune dispatch) and ``--module data/evaluation.py`` (98.3%)."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ untrained tiny network and a character tokenizer: a second, not a training run),
 recounts from the network's logits: every field of a decoder's and an encoder's record, the
 checkpoints a run or sweep directory gives, the stride's defaults and refusals, and what
 identifies a record. Each test kills mutants that the fast eval tests leave alive
-(``python -m bench.mutations --module modes/eval.py``)."""
+(``python -m tools.mutation --module modes/eval.py``)."""
 
 from __future__ import annotations
 

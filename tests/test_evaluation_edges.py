@@ -1,7 +1,7 @@
 """Which data ``mode=eval`` scores (data/evaluation.py) at its edges: an explicit
 ``data.source`` decides the kind even where the keys given name two, and the refusal of keys
 that name two kinds, whole. Each test kills mutants that the evaluation tests leave alive
-(``python -m bench.mutations --module data/evaluation.py``)."""
+(``python -m tools.mutation --module data/evaluation.py``)."""
 
 from __future__ import annotations
 

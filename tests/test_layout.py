@@ -24,7 +24,7 @@ PACKAGES = (
     "models",
     "modes",
 )
-PACKAGES += ("tests", "training")
+PACKAGES += ("tests", "tools", "training")
 MAX_LINES = 600
 MAX_LINES_CONF = 400
 TRAINER_LIBRARIES = ("lightning", "pytorch_lightning", "hydra", "omegaconf")
@@ -148,6 +148,22 @@ def test_the_commands_use_the_analysis_library_and_not_the_other_way_round() -> 
         if target.split(".")[0] in ("modes", "training", "train", "bench", "hydra_plugins")
     }
     assert upward == set()
+
+
+def test_bench_imports_no_tests_and_tools_stands_apart() -> None:
+    """bench/ times the application, never test code; tools/ (mutation testing) copies the
+    checkout and runs its tests in processes of its own, so it imports none of the project,
+    and nothing but the tests imports it."""
+    top = {name: name.split(".")[0] for name in MODULES}
+    wrong = {
+        (name, target)
+        for name in MODULES
+        for target in GRAPH[name]
+        if (top[name] == "bench" and top[target] == "tests")
+        or (top[name] == "tools" and top[target] != "tools")
+        or (top[target] == "tools" and top[name] not in ("tools", "tests"))
+    }
+    assert wrong == set()
 
 
 def test_the_analysis_library_imports_no_trainer_and_no_config_framework() -> None:

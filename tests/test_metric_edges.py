@@ -3,7 +3,7 @@ untrained tiny network, through a real Trainer in seconds: the validation and te
 (weighted by each batch's targets), perplexity (and its clamp), accuracy, bits per character
 of the split scored, the validation curve, what a non-finite loss does, the training loss's
 logging steps, throughput against a fake clock, and the peak-FLOPs dtype for MFU. Each test
-kills mutants that the task tests leave alive (``python -m bench.mutations --module
+kills mutants that the task tests leave alive (``python -m tools.mutation --module
 training/task.py``)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 metrics' means, labels, runs without recorded settings, natural order, every configuration
 failed, runs that neither finished nor failed, single runs, a difference of exactly two
 standard errors, the compared metric's name. Each test kills mutants that the sweep tests
-leave alive (``python -m bench.mutations --module analysis/summary.py``)."""
+leave alive (``python -m tools.mutation --module analysis/summary.py``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 metrics.json files: an empty sweep directory, a sweep over seeds alone (one configuration, no
 heatmap), runs without curves, the summary.csv columns and their empty cells, and the
 explanation's sentences. Each test kills mutants that the sweep tests leave alive
-(``python -m bench.mutations --module analysis/sweep_summary.py``)."""
+(``python -m tools.mutation --module analysis/sweep_summary.py``)."""
 
 from __future__ import annotations
 

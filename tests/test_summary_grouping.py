@@ -4,7 +4,7 @@ Holm's verdict in the rows and as the table shows them (one at exactly ALPHA inc
 ``by_configuration``, the grouping of evaluation records over seeds that ``mode=eval`` and
 the harness use: the metric compared and which way is better, the means of the other
 metrics, a damaged metrics.json and runs on other code named in warnings. Each test kills
-mutants that the re-run of ``python -m bench.mutations --module analysis/summary.py`` after
+mutants that the re-run of ``python -m tools.mutation --module analysis/summary.py`` after
 ``by_configuration`` moved into the module left alive.
 
 The p-values are recomputed from the losses with ``statistics`` and a closed form: every

@@ -5,7 +5,7 @@ for fine-tunes, which have no validation curve), an Optuna search (its ``search.
 without one, ``optimization_results.yaml``; a search still running; a search record beside
 another sweeper) and runs on other code versions. Built from hand-made metrics.json files and
 search records as tinylm writes them; each test kills survivors of
-``python -m bench.mutations --module analysis/sweep_summary.py`` (the re-run that found 147)."""
+``python -m tools.mutation --module analysis/sweep_summary.py`` (the re-run that found 147)."""
 
 from __future__ import annotations
 

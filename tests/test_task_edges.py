@@ -6,7 +6,7 @@ the time spent; the bits per byte of the split scored; the hyper-parameters a ta
 is rebuilt from (bytes_per_token, seconds_budget); a head mask that changes the logits of
 every forward and never enters the weights; half-precision logits scored in float32.
 
-It answers the re-run of ``python -m bench.mutations --module training/task.py`` that found
+It answers the re-run of ``python -m tools.mutation --module training/task.py`` that found
 70 survivors and 31 mutants no test ran after the module grew these features; the helpers of
 tests/test_metric_edges.py build the tasks, batches and Trainers."""
 

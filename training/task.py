@@ -55,9 +55,11 @@ def mean_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """LR multiplier: linear warmup to 1, then cosine decay to ``min_ratio`` at total_steps."""
-    if step < warmup_steps:
+    # Equivalent mutants: <= and > here, where both branches give the same value (1 at the
+    # warmup's last step, min_ratio at total_steps).
+    if step < warmup_steps:  # pragma: no mutate
         return _warmup(step, warmup_steps)
-    if step >= total_steps:
+    if step >= total_steps:  # pragma: no mutate
         return min_ratio
     return _cosine((step - warmup_steps) / max(1, total_steps - warmup_steps), min_ratio)
 
@@ -131,7 +133,8 @@ class LanguageModelTask(L.LightningModule):
         self._tokens_total = 0
         self._seconds_total = 0.0
         self._pending_rng_states: dict[str, Any] | None = None
-        self._batch_started = 0.0
+        # Equivalent mutants: on_train_batch_start sets it before anything reads it.
+        self._batch_started = 0.0  # pragma: no mutate
         # What training has consumed, every step counted, carried through checkpoints so that
         # a resumed run's totals are whole: what budgets and time-to-target are measured in.
         self.consumed: dict[str, float] = {"tokens": 0, "seconds": 0.0}
@@ -276,18 +279,36 @@ class LanguageModelTask(L.LightningModule):
                 f"validation loss became {loss.item()} at step {self.global_step}: the weights "
                 f"diverged. {divergence_hint(self.hparams['optim_config'])}"
             )
-        # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
-        # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
         if stage == "val" and self.trainer.state.fn == TrainerFn.FITTING:
             point = [self.global_step, float(loss), self.consumed["tokens"]]
             self.val_curve.append([*point, self.consumed["seconds"]])
-        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
-        self.log(f"{stage}/ppl", torch.exp(loss.clamp(max=50)), sync_dist=True)
+        # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
+        # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
+        # Equivalent mutants: sync_dist=False, None or dropped log the same value.
+        self.log(
+            f"{stage}/loss",
+            loss,
+            sync_dist=True,  # pragma: no mutate
+            prog_bar=stage == "val",
+        )
+        self.log(
+            f"{stage}/ppl",
+            torch.exp(loss.clamp(max=50)),
+            sync_dist=True,  # pragma: no mutate
+        )
         # Accuracy over the targets: the next token (decoder) or the masked token (encoder).
         accuracy = metrics[f"{stage}_correct"] / metrics[f"{stage}_targets"].clamp(min=1)
-        self.log(f"{stage}/acc", accuracy, sync_dist=True)
+        self.log(
+            f"{stage}/acc",
+            accuracy,
+            sync_dist=True,  # pragma: no mutate
+        )
         for name, value in self.extra_metrics(stage, loss).items():
-            self.log(f"{stage}/{name}", value, sync_dist=True)
+            self.log(
+                f"{stage}/{name}",
+                value,
+                sync_dist=True,  # pragma: no mutate
+            )
 
     def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         return {}

@@ -7,7 +7,7 @@ metrics at their edges (one example, none, scores below 1); the training loss an
 non-finite one does; AdamW's groups, the fused kernel and the warmup-cosine schedule to 0,
 stepped every step; the random states a resume restores; and the task rebuilt from its
 hyper-parameters. Each test kills mutants that tests/test_classifier.py leaves alive
-(``python -m bench.mutations --module features/finetune/task.py``)."""
+(``python -m tools.mutation --module features/finetune/task.py``)."""
 
 from __future__ import annotations
 

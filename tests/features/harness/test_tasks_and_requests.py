@@ -8,7 +8,7 @@ tasks (wildcards, groups of groups, inline configs, tags, YAML paths, groups tha
 themselves) and the message that names the unknown ones with their close matches; which tasks
 read the Hugging Face Hub; and each refusal's message whole. Each test kills mutants that the
 tests of test_harness.py, which load trained checkpoints, are too slow to meet (``python -m
-bench.mutations --module features/harness/runner.py``)."""
+tools.mutation --module features/harness/runner.py``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ a previous token; ``head_importance`` alone; the head masks' dtype and device an
 attention sums' device (on the meta device: a CPU tensor among them fails); the prune curve's
 points, fractions and cost; the share of importance met up to rounding; the refusal of no
 batches. Each test kills mutants that tests/test_heads.py and tests/test_head_gate.py leave
-alive (``python -m bench.mutations --module features/heads/statistics.py``)."""
+alive (``python -m tools.mutation --module features/heads/statistics.py``)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ tokenizer, no training run): every field of a pair record and which weights and 
 contents it scored, the device the pairs run on, the settings refused with their messages, the
 shortest sequences each architecture scores, and how sequences share forward passes. Scores and
 accuracies are recomputed from the network's logits one sentence (one masked token) at a time.
-Each test kills mutants the fast pair tests left alive (``python -m bench.mutations --module
+Each test kills mutants the fast pair tests left alive (``python -m tools.mutation --module
 features/pairs/command.py`` and ``--module features/pairs/sentence_scores.py``)."""
 
 from __future__ import annotations

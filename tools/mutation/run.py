@@ -2,19 +2,24 @@
 
 Usage::
 
-    python -m bench.mutations                              # every module below
-    python -m bench.mutations --module analysis/summary.py    # one (repeat --module for more)
-    python -m bench.mutations --no-run                     # the last runs' tables again
+    python -m tools.mutation                                  # every module below
+    python -m tools.mutation --module analysis/summary.py     # one (repeat --module for more)
+    python -m tools.mutation --no-run                         # the last runs' tables again
 
 For each module, mutmut (``pip install -e ".[mutation]"``) changes its code one small edit at
 a time (a ``<`` for a ``<=``, a ``+ 1`` for a ``- 1``, a dropped argument, another string)
 and runs the fast tests that cover it against every mutant; a mutant the tests pass with has
 *survived*: the tests cannot tell that code from the real one. A survivor is either a gap in
-the tests or *equivalent*, a change nobody can observe (``bench/equivalent_mutants`` lists those,
-each with its reason). The table gives, per module, the mutants, killed, survived (not
+the tests or *equivalent*, a change nobody can observe. An equivalent mutant is marked where it
+stands, ``# pragma: no mutate`` on its line with the reason in a comment above (mutmut makes no
+mutant of such a line); where that pragma would also silence mutants the tests kill, it is
+listed instead, quoting its line (``tools/mutation/equivalents.py``), and this run stops before
+it starts when an entry no longer quotes its code (``tools/mutation/marks.py``). The table
+gives, per module, the lines marked ``no mutate``, the mutants, killed, survived (not
 equivalent), timeout (the tests ran past mutmut's limit: counted as killed), no tests (code
-the selection never runs), equivalent, and the kill rate, (killed + timeout) / (mutants -
-equivalent); then every real survivor with its diff, the work left.
+the selection never runs), the listed equivalents, and the kill rate, (killed + timeout) /
+(mutants - equivalent); then every real survivor with its diff, the work left, and every
+listed equivalent that no survivor matched (the run then exits with 1).
 
 Each module runs in a fresh copy of the checkout under ``.mutmut/MODULE/`` (mutmut works in
 ``mutants/`` beside the ``pyproject.toml`` it reads, with one test selection per config),
@@ -35,13 +40,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.equivalent_mutants import EQUIVALENT, Equivalent
-from bench.launch import ROOT
+from tools.mutation.equivalents import EQUIVALENT, Equivalent
+from tools.mutation.marks import pragma_lines, stale_entries
 
+ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / ".mutmut"
 # What a copy needs: every package the tests import (tests/ and pyproject.toml mutmut copies
 # into mutants/ itself, from the copy).
-PACKAGES = ("analysis", "bench", "common", "conf", "data", "models", "modes", "training")
+PACKAGES = ("analysis", "common", "conf", "data", "models", "modes", "training")
 FILES = ("train.py",)
 
 _EVAL_OVER_A_SWEEP = "tests/test_sweeps.py::test_eval_over_a_sweep_groups_seeds_as_the_summary_does"
@@ -110,14 +116,14 @@ TESTS: dict[str, tuple[str, ...]] = {
     # checkpoints (two training runs a mutant) and most the harness's own task index (10-20 s
     # a build).
     "features/harness/runner.py": ("tests/features/harness/test_tasks_and_requests.py",),
-    "training/heads.py": (
-        "tests/test_heads.py",
+    "features/heads/statistics.py": (
+        "tests/features/heads/test_heads.py",
         "tests/test_head_gate.py",
-        "tests/test_heads_edges.py",
+        "tests/features/heads/test_heads_edges.py",
     ),
     "features/finetune/task.py": (
-        "tests/test_classifier.py",
-        "tests/test_classifier_edges.py",
+        "tests/features/finetune/test_classifier.py",
+        "tests/features/finetune/test_classifier_edges.py",
     ),
 }
 # Every test run: no slow or GPU test even where a whole file is selected, in one process
@@ -209,9 +215,20 @@ def known_equivalent(module: str, mutant: Mutant, change: tuple[str, str]) -> Eq
 class ModuleResult:
     module: str
     mutants: list[Mutant]
-    equivalent: list[Equivalent]
+    equivalent: list[Equivalent]  # the listed ones that a survivor matched
     survivors: list[tuple[Mutant, tuple[str, str]]]  # not equivalent, with their change
     seconds: float
+
+    @property
+    def marked(self) -> int:
+        """The module's lines marked ``# pragma: no mutate`` (mutmut made no mutant of them)."""
+        return len(pragma_lines(ROOT / self.module))
+
+    @property
+    def unmatched(self) -> list[Equivalent]:
+        """The module's listed equivalents that no survivor matched: killed now, or the entry
+        is wrong."""
+        return [e for e in EQUIVALENT if e.module == self.module and e not in self.equivalent]
 
     def count(self, status: str) -> int:
         return sum(m.status == status for m in self.mutants)
@@ -224,6 +241,7 @@ class ModuleResult:
         other = total - killed - timeout - self.count("survived") - self.count("no tests")
         return [
             f"`{self.module}`",
+            str(self.marked),
             *(str(n) for n in counts),
             str(len(self.equivalent)),
             str(other),
@@ -263,6 +281,7 @@ def run_module(module: str, again: bool = True) -> ModuleResult:
 
 HEADER = [
     "module",
+    "no mutate",
     "mutants",
     "killed",
     "survived",
@@ -283,12 +302,12 @@ def report(results: list[ModuleResult]) -> str:
             lines.append(f"\nsurvived: {mutant.name} ({result.module}, {mutant.function})")
             lines += [f"  - {line}" for line in before.splitlines()]
             lines += [f"  + {line}" for line in after.splitlines()]
-        for known in EQUIVALENT:
-            if known.module == result.module and known not in result.equivalent:
-                lines.append(
-                    f"\nlisted as equivalent but no survivor: {known.function}: {known.before!r}"
-                    f" -> {known.after!r}"
-                )
+        for known in result.unmatched:
+            lines.append(
+                f"\nlisted as equivalent but no survivor ({result.module}, {known.function}): "
+                f"{known.before!r} -> {known.after!r}: killed now, or the entry is wrong; "
+                "fix or delete it in tools/mutation/equivalents.py"
+            )
     return "\n".join(lines)
 
 
@@ -307,12 +326,19 @@ def main() -> None:
     )
     args = parser.parse_args()
     modules = args.module or list(TESTS)
+    stale = stale_entries(ROOT, [e for e in EQUIVALENT if e.module in modules])
+    if stale:
+        print("tools/mutation/equivalents.py quotes code that is gone:", file=sys.stderr)
+        print("\n".join(f"  {problem}" for problem in stale), file=sys.stderr)
+        raise SystemExit(2)
     results = []
     for module in modules:
         if not args.no_run:
             print(f"mutating {module} with {len(TESTS[module])} test selections ...", flush=True)
         results.append(run_module(module, again=not args.no_run))
     print(report(results))
+    if any(result.unmatched for result in results):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

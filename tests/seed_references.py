@@ -3,8 +3,9 @@ BERT-style fused-QKV self-attention with a [B, T] padding mask; 003, a cross-att
 separate Q/K/V/O projections that returns its probabilities; 004, a GPT-style causal attention
 with d_in != d_out.
 
-tests/test_attention.py copies their weights into ``MultiHeadAttention`` and compares outputs;
-bench/attention.py times seed 000 as the naive baseline.
+The oracle of tests/test_attention.py, which copies their weights into ``MultiHeadAttention``
+and compares outputs. (bench/attention.py times the module's own plain path instead: a
+benchmark imports no test code.)
 """
 
 from __future__ import annotations
