@@ -77,7 +77,7 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
         "bpc": pytest.approx(expected["bpc"], rel=1e-5),
         "bpb": pytest.approx(expected["bpb"], rel=1e-5),
         "acc": pytest.approx(expected["acc"], rel=1e-6),
-        "provenance": record["provenance"],  # tests/test_provenance.py checks its fields
+        "provenance": record["provenance"],  # tests/common/test_provenance.py checks its fields
     }
     assert record["provenance"]["precision"] == "32-true"
     assert "configurations" not in result  # one checkpoint: no sweep table
