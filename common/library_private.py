@@ -2,7 +2,7 @@
 
 Each function here does one thing that its library offers no public way to do, says what it
 relies on and why nothing public serves, and imports the library only when called (importing
-this module loads nothing). ``tests/test_library_private.py`` pins the behaviour each relies
+this module loads nothing). ``tests/common/test_library_private.py`` pins the behaviour each relies
 on, so a library release that changes it fails there, by name, rather than somewhere in a
 run; and it scans the product code so that no private name of these libraries is used
 anywhere else.

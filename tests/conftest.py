@@ -56,7 +56,7 @@ TINY = [
     "trainer.limit_val_batches=4",
     "trainer.log_every_n_steps=5",
     "trainer.enable_progress_bar=false",
-    # float32: the tests compare runs with float32 oracles; tests/test_precision.py trains
+    # float32: the tests compare runs with float32 oracles; tests/training/test_precision.py trains
     # trainer=cpu's bf16-mixed (and every other precision) on its own.
     "trainer.precision=32-true",
     "optim.warmup_steps=5",

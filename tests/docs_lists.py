@@ -118,8 +118,9 @@ NOT_RUNNABLE = {
     "hydra.launcher.timeout_min=600 model.num_heads=2,4": SLURM,
     "python -m bench.train_step --device cuda": GPU,
     "python train.py trainer.compile=true": (
-        "inductor compiles for ~30-80 s on 2 cores even at TINY's size; tests/test_precision.py's "
-        "slow test trains compiled (trainer=gpu's settings on the CPU)"
+        "inductor compiles for ~30-80 s on 2 cores even at TINY's size; "
+        "tests/training/test_precision.py's slow test trains compiled (trainer=gpu's settings "
+        "on the CPU)"
     ),
     "python train.py data=wikitext2": NETWORK,
     "python train.py data=tinystories": NETWORK,
@@ -150,7 +151,7 @@ NOT_RUNNABLE = {
     "python train.py -m model.num_heads=1,2,4,8 model.dropout=0.0,0.1,0.2 "
     "hydra.sweep.dir=$SWEEP sweep.rerun_changed=true": (
         "the re-run above with sweep.rerun_changed=true: on unchanged code it skips every job "
-        "as that one does; tests/test_provenance.py re-runs a job on changed code"
+        "as that one does; tests/common/test_provenance.py re-runs a job on changed code"
     ),
     **dict.fromkeys(MEASUREMENT_SWEEPS, MEASUREMENT),
     "python -m bench.sweep --steps 100": (
@@ -207,7 +208,8 @@ QUICK = {
         *("--no-memory", "--precision", "bf16-mixed", "--candidates", "lightning"),
         "lightning muon",
     ],
-    # Without --compile: inductor would compile for ~30-80 s (tests/test_precision.py compiles).
+    # Without --compile: inductor would compile for ~30-80 s (tests/training/test_precision.py
+    # compiles).
     "OMP_NUM_THREADS=1 python -m bench.train_step --shape shakespeare_char --precision "
     'bf16-mixed --compile --candidates lightning "lightning muon" --rounds 3': [
         *("--shape", "shakespeare_char", "--rounds", "1", "--steps", "2", "--warmup", "1"),

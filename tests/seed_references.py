@@ -3,7 +3,7 @@ BERT-style fused-QKV self-attention with a [B, T] padding mask; 003, a cross-att
 separate Q/K/V/O projections that returns its probabilities; 004, a GPT-style causal attention
 with d_in != d_out.
 
-The oracle of tests/test_attention.py, which copies their weights into ``MultiHeadAttention``
+The oracle of tests/models/test_attention.py, which copies their weights into ``MultiHeadAttention``
 and compares outputs. (bench/attention.py times the module's own plain path instead: a
 benchmark imports no test code.)
 """

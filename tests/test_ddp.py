@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from tests.conftest import RESUME, TINY, train_py
-from tests.test_streaming import (
-    _blocks,
-    _documents,
-    _streaming_module,
-    _tiny_streaming,
+from tests.data.test_streaming import (
+    documents_in,
     make_corpus,
+    streaming_module,
+    tiny_streaming_args,
+    train_blocks,
 )
 
 DDP = ["trainer=cpu_ddp"]
@@ -195,7 +195,7 @@ def test_cpu_ddp_ranks_read_their_own_blocks_and_resume(
         )
         out = tmp_path / name
         proc = train_py(
-            *_tiny_streaming(corpus["train"], corpus, out, f"trainer.max_steps={steps}"),
+            *tiny_streaming_args(corpus["train"], corpus, out, f"trainer.max_steps={steps}"),
             *DDP,
             "trainer.val_check_interval=2",
             "max_new_tokens=1",
@@ -214,18 +214,18 @@ def test_cpu_ddp_ranks_read_their_own_blocks_and_resume(
         ]
 
     straight = train("straight", 4)
-    datamodule = _streaming_module(
+    datamodule = streaming_module(
         str(corpus["train"]), corpus, max_seq_len=32, stream_val_examples=20
     )  # TINY's
     eos = datamodule.eos_token_id
     for rank, batches in enumerate(straight):
         # Each rank trains on the blocks of its own share of the stream, in order.
-        (expected,) = _blocks(datamodule, rank=rank, world_size=2)
+        (expected,) = train_blocks(datamodule, rank=rank, world_size=2)
         assert len(batches) == 4
         got = [block for batch in batches for block in batch]
         assert got == [block.tolist() for block in expected[: len(got)]]
     documents = [
-        set(_documents([np.array(b) for batch in batches for b in batch], eos))
+        set(documents_in([np.array(b) for batch in batches for b in batch], eos))
         for batches in straight
     ]
     assert documents[0] and documents[1] and not documents[0] & documents[1]

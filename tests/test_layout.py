@@ -1,5 +1,6 @@
 """Facts about the layout (ARCHITECTURE.md), read from the modules' own imports: no import
-circle, no module too long, the analysis library below the commands and free of the trainer.
+circle, no module too long, the analysis library below the commands and free of the trainer;
+and tests/'s own layout: folders that mirror the project's, files named for what they check.
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``, since a circle
 hidden in a function is still a circle a reader has to untangle.
@@ -260,3 +261,56 @@ def core_lines() -> int:
 @pytest.mark.xfail(reason="the core is still being cut down to its budget", strict=True)
 def test_the_core_is_at_most_its_budget() -> None:
     assert core_lines() <= CORE_LINES, f"the core has {core_lines()} lines"
+
+
+# ------------------------------------------------------------------------- the tests' own layout
+
+
+def offences_in_tests(root: Path) -> list[str]:
+    """The rules of ``tests/``'s own layout: a file is named for the behaviour it checks, never
+    ``*_edges.py``; every folder is a package named as the folder of the project it tests
+    (``tests/models/`` for ``models/``, ``tests/features/heads/`` for ``features/heads/``);
+    the tests of the whole application and the shared helpers sit at the top."""
+    tests = root / "tests"
+    offences = []
+    for path in sorted(tests.rglob("*_edges.py")):
+        name = path.relative_to(root).as_posix()
+        offences.append(f"{name} is named for how it was written, not for what it checks")
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir()):
+        parts = folder.relative_to(tests).parts
+        if "__pycache__" in parts or any(part.startswith(".") for part in parts):
+            continue
+        name = folder.relative_to(root).as_posix()
+        mirrored = root.joinpath(*parts)
+        if parts[0] not in PACKAGES or parts[0] == "tests" or not mirrored.is_dir():
+            offences.append(f"{name}/ mirrors no folder of the project ({'/'.join(parts)}/)")
+        if not (folder / "__init__.py").is_file():
+            offences.append(f"{name}/ is no package (no __init__.py)")
+    return offences
+
+
+def test_the_test_layout_rules_catch_planted_offences(tmp_path: Path) -> None:
+    for folder in ("models", "features/heads"):
+        (tmp_path / folder).mkdir(parents=True)
+    for folder in ("models", "features", "features/heads", "features/gone", "helpers", "bench/x"):
+        (tmp_path / "tests" / folder).mkdir(parents=True)
+        if folder != "bench/x":
+            (tmp_path / "tests" / folder / "__init__.py").write_text("")
+    (tmp_path / "tests" / "models" / "test_attention_edges.py").write_text("")
+    (tmp_path / "tests" / "models" / "test_attention.py").write_text("")
+    (tmp_path / "tests" / "test_old_edges.py").write_text("")
+    assert offences_in_tests(tmp_path) == [
+        "tests/models/test_attention_edges.py is named for how it was written, not for what it "
+        "checks",
+        "tests/test_old_edges.py is named for how it was written, not for what it checks",
+        "tests/bench/ mirrors no folder of the project (bench/)",
+        "tests/bench/ is no package (no __init__.py)",
+        "tests/bench/x/ mirrors no folder of the project (bench/x/)",
+        "tests/bench/x/ is no package (no __init__.py)",
+        "tests/features/gone/ mirrors no folder of the project (features/gone/)",
+        "tests/helpers/ mirrors no folder of the project (helpers/)",
+    ]
+
+
+def test_the_tests_mirror_the_project_and_are_named_for_what_they_check() -> None:
+    assert offences_in_tests(ROOT) == []

@@ -13,7 +13,7 @@ Each ``HFFamily`` says which checkpoints it takes (``arch`` and ``positions``), 
 every ``ModelConfig`` field once: ``maps`` names where transformers holds a field it
 reproduces for every value, ``refusals`` name the values of a field it has no exact
 equivalent for (its other values are reproduced), each with the reason. A field appears in
-one of the two; ``tests/test_hf_families.py`` walks the fields, so a new model option fails
+one of the two; ``tests/training/test_hf_families.py`` walks the fields, so a new model option fails
 the tests until every family has decided it.
 
 Nothing here imports transformers: the families name its classes, ``training.hf_export``

@@ -9,8 +9,8 @@ need manual optimisation, where Lightning neither clips nor accumulates, and cou
 ``global_step`` per optimiser step: two per batch.)
 
 Muon's step is ``BatchedMuon``: ``torch.optim.Muon``'s update, with the Newton-Schulz
-orthogonalisation of same-shaped matrices done together (tests/test_tasks.py compares it with
-``torch.optim.Muon``).
+orthogonalisation of same-shaped matrices done together (tests/training/test_tasks.py compares
+it with ``torch.optim.Muon``).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def build_optimizer(
     # A fused AdamW tells a GradScaler that its step unscales the gradients itself, and so
     # Lightning refuses to clip them under mixed precision (bf16 has no scaler at all). Told
     # otherwise, the scaler unscales before the clip (fp16), as for any optimiser, and skips
-    # the step on inf/NaN; the update is still the fused kernel (tests/test_precision.py).
+    # the step on inf/NaN; the update is still the fused kernel (tests/training/test_precision.py).
     let_grad_scaler_unscale(adamw)
     if not muon_ids:
         return adamw

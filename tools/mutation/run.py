@@ -58,9 +58,8 @@ _SUMMARY_TESTS = (
     "tests/test_sweeps.py::test_heatmap_cells_and_curves_come_from_the_configurations",
     "tests/test_sweeps.py::test_an_all_failed_cell_is_marked_failed",
     _EVAL_OVER_A_SWEEP,
-    "tests/test_outputs.py",
-    "tests/test_summary_edges.py",
-    "tests/test_summary_grouping.py",
+    "tests/analysis/test_outputs.py",
+    "tests/analysis/test_summary.py",
 )
 # train.py's message in a subprocess: it would run the mutated copy without mutmut's setup.
 _PAIRS_TESTS = (
@@ -72,58 +71,61 @@ _PAIRS_TESTS = (
 # The fast tests that cover each module: in-process, no training beyond a few steps, so that
 # a module takes minutes. Left out: the subprocess and sweep tests (seconds to a minute each,
 # for every mutant of the functions they reach) and the tests whose fixtures train a model
-# (tests/test_oracles.py, most of tests/test_eval.py: 15-55 s of setup per mutant).
+# (tests/training/test_oracles.py, most of tests/modes/test_eval.py: 15-55 s of setup per
+# mutant).
 TESTS: dict[str, tuple[str, ...]] = {
     "training/task.py": (
-        "tests/test_tasks.py",
-        "tests/test_metric_edges.py",
-        "tests/test_task_edges.py",
+        "tests/training/test_tasks.py",
+        "tests/training/test_task_metrics.py",
+        "tests/training/test_task_budgets.py",
     ),
     "modes/eval.py": (
         _EVAL_OVER_A_SWEEP,
-        "tests/test_eval_edges.py",
-        "tests/test_eval_dispatch.py",
+        "tests/modes/test_eval_records.py",
+        "tests/modes/test_eval_dispatch.py",
     ),
     "data/evaluation.py": (
-        "tests/test_evaluation.py",
-        "tests/test_eval.py::test_data_path_mapping_gives_fixed_splits",
-        "tests/test_evaluation_edges.py",
-        "tests/test_eval_dispatch.py::"
+        "tests/data/test_evaluation.py",
+        "tests/modes/test_eval.py::test_data_path_mapping_gives_fixed_splits",
+        "tests/modes/test_eval_dispatch.py::"
         "test_an_explicit_source_decides_even_beside_a_reset_key_of_another_kind",
     ),
     "analysis/summary.py": _SUMMARY_TESTS,
     "analysis/sweep_summary.py": (
         *_SUMMARY_TESTS,
-        "tests/test_summary_files_edges.py",
-        "tests/test_sweep_summary_edges.py",
+        "tests/analysis/test_summary_files.py",
+        "tests/analysis/test_summary_sections.py",
     ),
     "data/examples.py": (
-        "tests/test_data.py",
-        "tests/test_evaluation.py",
-        "tests/test_window_edges.py",
+        "tests/data/test_datamodule.py",
+        "tests/data/test_evaluation.py",
+        "tests/data/test_windows.py",
     ),
     "data/collate.py": (
-        "tests/test_data.py",
-        "tests/test_document_mask.py",
-        "tests/test_window_edges.py",
+        "tests/data/test_datamodule.py",
+        "tests/data/test_document_mask.py",
+        "tests/data/test_windows.py",
     ),
     "features/pairs/command.py": _PAIRS_TESTS,
     "features/pairs/sentence_scores.py": _PAIRS_TESTS,
-    "analysis/significance.py": ("tests/test_significance.py",),
-    "analysis/time_to_target.py": ("tests/test_budget.py", "tests/test_summary_edges.py"),
-    "training/budget.py": ("tests/test_budget.py",),
+    "analysis/significance.py": ("tests/analysis/test_significance.py",),
+    "analysis/time_to_target.py": (
+        "tests/training/test_budget.py",
+        "tests/analysis/test_summary.py",
+    ),
+    "training/budget.py": ("tests/training/test_budget.py",),
     # tests/features/harness/test_harness.py's harness tests all read the session's trained
     # checkpoints (two training runs a mutant) and most the harness's own task index (10-20 s
     # a build).
     "features/harness/runner.py": ("tests/features/harness/test_tasks_and_requests.py",),
     "features/heads/statistics.py": (
         "tests/features/heads/test_heads.py",
-        "tests/test_head_gate.py",
-        "tests/features/heads/test_heads_edges.py",
+        "tests/models/test_head_gate.py",
+        "tests/features/heads/test_head_statistics.py",
     ),
     "features/finetune/task.py": (
         "tests/features/finetune/test_classifier.py",
-        "tests/features/finetune/test_classifier_edges.py",
+        "tests/features/finetune/test_classification_task.py",
     ),
 }
 # Every test run: no slow or GPU test even where a whole file is selected, in one process

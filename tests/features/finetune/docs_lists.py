@@ -33,7 +33,7 @@ NOT_RUNNABLE = {
             "finetune.init=scratch",
         ],
         "the measured suite (~8 min each here); composed only: it is the suite above with the "
-        "protocol's keys, which tests/test_finetune_suite.py runs end to end",
+        "protocol's keys, which tests/features/finetune/test_finetune_suite.py runs end to end",
     ),
     "python train.py -m mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
     "finetune.init=pretrained,scratch seed=1,2,3": (
@@ -46,7 +46,7 @@ NOT_RUNNABLE = {
             "python train.py mode=finetune ckpt_path=$SWEEP finetune.init=scratch",
         ],
         "fine-tunes the 12 jobs of the docs' sweep, ~40 s even at two steps each; "
-        "tests/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
+        "tests/features/finetune/test_finetune.py fine-tunes and groups a sweep of 5 jobs",
     ),
 }
 QUICK = {"python -m features.finetune.glue_local glue_local": ["glue_local"]}

@@ -12,8 +12,14 @@ import torch
 
 import features.finetune.evaluate
 from tests.corpora import make_paragraphs
-from tests.test_eval_dispatch import Calls, held_text, run_eval
-from tests.test_eval_edges import _checkpoint, _Scored, eval_settings
+from tests.evaluation_helpers import (
+    Calls,
+    EvaluationCounter,
+    eval_settings,
+    held_text,
+    run_eval,
+    untrained_checkpoint,
+)
 
 PRETRAINED = "/runs/pretrained/checkpoints/best.ckpt"
 CLASSIFIER = {"task": "sst2", "pretrained": {"checkpoint": PRETRAINED}}
@@ -22,7 +28,9 @@ CLASSIFIER = {"task": "sst2", "pretrained": {"checkpoint": PRETRAINED}}
 def _classifier(path: Path) -> Path:
     """An untrained tiny decoder whose hyper-parameters say it is a classifier fine-tuned on
     sst2 (nothing here loads it as one)."""
-    payload = torch.load(_checkpoint(path, "decoder", make_paragraphs(6)), weights_only=True)
+    payload = torch.load(
+        untrained_checkpoint(path, "decoder", make_paragraphs(6)), weights_only=True
+    )
     payload["hyper_parameters"]["classifier"] = CLASSIFIER
     torch.save(payload, path)
     return path
@@ -35,7 +43,7 @@ def test_classifiers_are_handed_to_their_evaluation_with_the_first_one_read(
     found = [_classifier(sweep / job / "checkpoints" / "best.ckpt") for job in ("0", "1")]
     evaluation = Calls(returned={"results": ["classifier rows"]})
     monkeypatch.setattr(features.finetune.evaluate, "run", evaluation)
-    settings, callbacks = eval_settings(sweep, tmp_path), [_Scored()]
+    settings, callbacks = eval_settings(sweep, tmp_path), [EvaluationCounter()]
     result, _ = run_eval(settings, callbacks)
     assert result == {"results": ["classifier rows"]}
     ((handed_settings, checkpoints, first, handed_callbacks),) = evaluation.calls
@@ -45,7 +53,7 @@ def test_classifiers_are_handed_to_their_evaluation_with_the_first_one_read(
 
 
 def test_a_language_model_given_finetune_settings_is_refused_by_name(tmp_path: Path) -> None:
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
+    ckpt = untrained_checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
     with pytest.raises(ValueError) as error:
         run_eval(eval_settings(ckpt, tmp_path, "finetune.task=builtin"))
     assert str(error.value) == (
@@ -58,7 +66,7 @@ def test_a_language_model_given_finetune_settings_is_refused_by_name(tmp_path: P
 def test_a_classifier_in_a_sweep_of_language_models_is_refused_by_name(tmp_path: Path) -> None:
     paragraphs = make_paragraphs(6)
     sweep = tmp_path / "sweep"
-    _checkpoint(sweep / "0" / "checkpoints" / "best.ckpt", "decoder", paragraphs)
+    untrained_checkpoint(sweep / "0" / "checkpoints" / "best.ckpt", "decoder", paragraphs)
     classifier = _classifier(sweep / "1" / "checkpoints" / "best.ckpt")
     with pytest.raises(ValueError) as error:
         run_eval(eval_settings(sweep, tmp_path, f"data.path={held_text(tmp_path, paragraphs)}"))

@@ -44,7 +44,7 @@ def _task_file(path: Path, n: int = 48) -> Path:
     return path
 
 
-def _copy(ckpt: Path, where: Path) -> Path:
+def copy_checkpoint(ckpt: Path, where: Path) -> Path:
     """A pretrained checkpoint of its own, so that its eval.jsonl is this test's."""
     target = where / "pre" / "checkpoints" / "last.ckpt"
     target.parent.mkdir(parents=True)
@@ -66,7 +66,7 @@ def tuned(tiny_checkpoints, tmp_path_factory) -> dict:
     data = _task_file(root / "task.jsonl")
     found = {}
     for arch, ckpt in tiny_checkpoints.items():
-        pre = _copy(ckpt, root / arch)
+        pre = copy_checkpoint(ckpt, root / arch)
         task = ["finetune.task=files", f"finetune.path={data}"]
         found[arch] = {
             "pre": pre,
@@ -134,7 +134,7 @@ def test_interrupted_finetune_resumes_to_the_same_metric(tuned, tmp_path) -> Non
 
 
 def test_builtin_task_through_the_mode(tiny_checkpoints, tmp_path) -> None:
-    pre = _copy(tiny_checkpoints["decoder"], tmp_path)
+    pre = copy_checkpoint(tiny_checkpoints["decoder"], tmp_path)
     metrics = finetune(pre, tmp_path / "ft", "finetune.max_steps=2", "finetune.epochs=1")
     assert metrics["task"] == "builtin" and len(metrics["label_names"]) == 8
     assert metrics["step"] == 2 and sum(map(sum, metrics["test_confusion"])) == metrics["n"]["test"]
@@ -155,7 +155,7 @@ def _refused(tmp_path: Path, pre: Path, match: str, *overrides: str) -> None:
 
 @pytest.fixture
 def pre(tiny_checkpoints, tmp_path) -> Path:
-    return _copy(tiny_checkpoints["encoder"], tmp_path)
+    return copy_checkpoint(tiny_checkpoints["encoder"], tmp_path)
 
 
 def _write(path: Path, rows: list[dict]) -> str:
@@ -455,7 +455,7 @@ def test_eval_of_a_classifier_refuses_language_model_options_and_unknown_labels(
 def test_eval_of_a_language_model_refuses_the_classifier_options(
     tiny_checkpoints, tmp_path
 ) -> None:
-    ckpt = _copy(tiny_checkpoints["decoder"], tmp_path)
+    ckpt = copy_checkpoint(tiny_checkpoints["decoder"], tmp_path)
     _refused_eval(
         ckpt,
         "finetune.task is not read when mode=eval scores a language model, and .* is one: "

@@ -15,7 +15,7 @@ import pytest
 
 from features.finetune.labelled import load_task
 from modes import Interrupted
-from tests.features.finetune.test_finetune import _copy, finetune
+from tests.features.finetune.test_finetune import copy_checkpoint, finetune
 from tests.features.finetune.test_regression import score_file
 
 QUICK = ["finetune.batch_size=16", "finetune.epochs=2", "finetune.lr=3e-3"]
@@ -62,7 +62,7 @@ def suite(tiny_checkpoints, tmp_path_factory) -> dict:
         f"{{sst2: {folders['sst2']}, count: {{path: {folders['count']}, problem: regression}}}}"
     )
     task = ["finetune.task=files", f"finetune.path={mapping}", *QUICK]
-    pre = _copy(tiny_checkpoints["encoder"], root)
+    pre = copy_checkpoint(tiny_checkpoints["encoder"], root)
     out = root / "out"
     with pytest.raises(Interrupted, match=f"stopped in count .*output_dir={out} to resume"):
         finetune(pre, out, *task, callbacks=[SignalInFit(fit=2, step=3)])

@@ -20,7 +20,7 @@ from features.finetune.encoding import PadCollator, encode_examples
 from features.finetune.labelled import Example, load_task
 from features.finetune.task import average_ranks, pearson, spearman
 from tests.conftest import compose_config
-from tests.features.finetune.test_finetune import _copy, finetune
+from tests.features.finetune.test_finetune import copy_checkpoint, finetune
 from train import run
 
 # Enough steps for the tiny BERT to learn the count and its scale: 12 epochs of 7 batches
@@ -48,7 +48,7 @@ def score_file(path: Path, n: int = 80) -> Path:
 def regressed(tiny_checkpoints, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("regression")
     data = score_file(root / "scores.jsonl")
-    pre = _copy(tiny_checkpoints["encoder"], root)
+    pre = copy_checkpoint(tiny_checkpoints["encoder"], root)
     task = ["finetune.task=files", f"finetune.path={data}", "finetune.problem=regression"]
     metrics = finetune(pre, root / "ft", *task, *PROTOCOL, *CARVED)
     return {"pre": pre, "data": data, "task": task, "metrics": metrics}

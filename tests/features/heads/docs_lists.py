@@ -3,7 +3,7 @@
 NOT_RUNNABLE = {
     "python train.py mode=heads ckpt_path=$SWEEP": (
         "analyses the 12 jobs of the docs' sweep (about a second each with its two figures); "
-        "tests/test_mode_heads.py analyses and groups a sweep of 3 jobs"
+        "tests/features/heads/test_mode_heads.py analyses and groups a sweep of 3 jobs"
     ),
 }
 PROMISES = {

@@ -18,7 +18,7 @@ from analysis.run_record import write_record
 from conf.hydra_runtime import parse_settings
 from features.heads.config import HeadsConfig
 from tests.conftest import compose_config
-from tests.test_modes import checkpoint_reads
+from tests.modes.test_modes import checkpoint_reads
 
 
 def _settings(ckpt: Path, tmp_path: Path, *overrides: str):

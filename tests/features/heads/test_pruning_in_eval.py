@@ -15,8 +15,16 @@ import modes.eval
 from conf.hydra_runtime import parse_settings
 from tests.conftest import compose_config
 from tests.corpora import make_paragraphs
-from tests.test_eval_dispatch import Calls, held_text, records_of, run_eval
-from tests.test_eval_edges import WINDOW, _checkpoint, _windows_recount, eval_settings
+from tests.evaluation_helpers import (
+    WINDOW,
+    Calls,
+    eval_settings,
+    held_text,
+    records_of,
+    run_eval,
+    untrained_checkpoint,
+    windows_recount,
+)
 
 LAYERS, HEADS = 2, 4  # tests/tiny_models.py's tiny_config
 
@@ -36,7 +44,7 @@ def test_named_heads_are_gated_off_in_every_record_and_each_checkpoint_is_read_o
     paragraphs = make_paragraphs(6)
     sweep = tmp_path / "sweep"
     found = [
-        _checkpoint(sweep / job / "checkpoints" / "best.ckpt", "decoder", paragraphs)
+        untrained_checkpoint(sweep / job / "checkpoints" / "best.ckpt", "decoder", paragraphs)
         for job in ("0", "1")
     ]
     read = Calls(then=modes.eval.read_checkpoint)
@@ -49,8 +57,8 @@ def test_named_heads_are_gated_off_in_every_record_and_each_checkpoint_is_read_o
     result, printed = run_eval(settings)
     assert [str(path) for (path,) in read.calls] == [str(path) for path in found]
     gated = [(int(name[0]), int(name[2])) for name in named]
-    expected = _windows_recount(found[0], paragraphs, WINDOW, _mask_without(gated))
-    whole = _windows_recount(found[0], paragraphs, WINDOW)
+    expected = windows_recount(found[0], paragraphs, WINDOW, _mask_without(gated))
+    whole = windows_recount(found[0], paragraphs, WINDOW)
     assert whole["loss"] != pytest.approx(expected["loss"], rel=1e-4)  # the gate matters
     records = result["results"]
     for record, ckpt in zip(records, found, strict=True):
@@ -65,7 +73,7 @@ def test_named_heads_are_gated_off_in_every_record_and_each_checkpoint_is_read_o
 
 def test_a_fraction_of_heads_gates_off_that_many_never_a_layers_last(tmp_path: Path) -> None:
     paragraphs = make_paragraphs(6)
-    ckpt = _checkpoint(tmp_path / "run" / "best.ckpt", "decoder", paragraphs)
+    ckpt = untrained_checkpoint(tmp_path / "run" / "best.ckpt", "decoder", paragraphs)
     held = held_text(tmp_path, paragraphs)
     result, _ = run_eval(eval_settings(ckpt, tmp_path, f"data.path={held}", "heads.prune=0.5"))
     (record,) = result["results"]
@@ -74,7 +82,7 @@ def test_a_fraction_of_heads_gates_off_that_many_never_a_layers_last(tmp_path: P
     assert len(set(pruned)) == len(pruned) == round(0.5 * LAYERS * HEADS)
     for layer in range(LAYERS):  # each layer keeps a head
         assert sum(gone == layer for gone, _ in pruned) < HEADS
-    expected = _windows_recount(ckpt, paragraphs, WINDOW, _mask_without(pruned))
+    expected = windows_recount(ckpt, paragraphs, WINDOW, _mask_without(pruned))
     assert record["loss"] == pytest.approx(expected["loss"], rel=1e-5)
 
 
@@ -90,7 +98,7 @@ def test_a_heads_setting_is_refused_by_the_modes_that_do_not_read_it(
     tmp_path: Path, mode: str, setting: str, reason: str
 ) -> None:
     """Refused, not ignored: pairs and harness tasks, say, score the checkpoint whole."""
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
+    ckpt = untrained_checkpoint(tmp_path / "best.ckpt", "decoder", make_paragraphs(6))
     with pytest.raises(ValueError, match=reason) as error:
         eval_settings(ckpt, tmp_path, setting, f"mode={mode}")
     key = setting.partition("=")[0]

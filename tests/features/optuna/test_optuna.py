@@ -2,7 +2,7 @@
 resumes, two workers share, a pruner prunes and several objectives make a Pareto front of;
 a failed trial is recorded and the search goes on; bad settings are answered in one line before
 any trial. The searches run as real processes forked from one that imported tinylm once
-(``tests/train_forks.py``), a few steps a trial."""
+(``tests/features/optuna/train_forks.py``), a few steps a trial."""
 
 from __future__ import annotations
 

@@ -24,9 +24,8 @@ from features.pairs import command
 from features.pairs.pair_sets import frame_sentence, read_pairs
 from features.pairs.sentence_scores import _batches, decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import build_model
+from tests.evaluation_helpers import WINDOW, untrained_checkpoint
 from tests.features.pairs.test_pairs import _decoder_loop, _pair_file, _pll_loop, pairs_settings
-from tests.test_eval_edges import WINDOW
-from tests.test_eval_edges import _checkpoint as untrained_checkpoint
 from training.checkpoint import load_checkpoint, read_checkpoint
 
 STEP = 7

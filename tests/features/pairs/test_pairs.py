@@ -33,10 +33,8 @@ from features.pairs.sentence_scores import decoder_log_likelihoods, pseudo_log_l
 from models.transformer import build_model
 from tests.conftest import compose_config, train_py
 from tests.corpora import make_paragraphs
-from tests.test_eval_dispatch import _with_weights_drawn_from
-from tests.test_eval_edges import WINDOW
-from tests.test_eval_edges import _checkpoint as untrained_checkpoint
-from tests.test_modes import checkpoint_reads
+from tests.evaluation_helpers import WINDOW, untrained_checkpoint, with_weights_drawn_from
+from tests.modes.test_modes import checkpoint_reads
 from training.checkpoint import load_checkpoint, use_weights
 
 SENTENCES = [
@@ -296,14 +294,14 @@ SWEEP_PAIRS = [
 def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
     tmp_path: Path,
 ) -> None:
-    """Two configurations (different networks, tests/test_eval_edges.py's untrained tiny
+    """Two configurations (different networks, tests/evaluation_helpers.py's untrained tiny
     decoders): a record per paradigm and one over every pair each, and the sweep's table of
     the overall accuracy, the higher the better."""
     base = untrained_checkpoint(tmp_path / "base.ckpt", "decoder", make_paragraphs(6))
     sweep = tmp_path / "sweep"
     accuracy = {}
     for job, (dropout, seed) in enumerate((("0.0", 1), ("0.1", 2))):
-        ckpt = _with_weights_drawn_from(base, seed, sweep / str(job) / "checkpoints" / "best.ckpt")
+        ckpt = with_weights_drawn_from(base, seed, sweep / str(job) / "checkpoints" / "best.ckpt")
         write_record(ckpt.parent.parent, {"overrides": {"model.dropout": dropout}})
         accuracy[dropout] = _pair_accuracy(ckpt, SWEEP_PAIRS)
     assert accuracy["0.0"] != accuracy["0.1"]  # so the table has a best

@@ -1,11 +1,11 @@
-"""How the sweep statistics group runs and judge them (analysis/summary.py), on hand-made runs
-and records: the best configuration where higher is better and on a tie, Welch's p-value and
-Holm's verdict in the rows and as the table shows them (one at exactly ALPHA included), and
-``by_configuration``, the grouping of evaluation records over seeds that ``mode=eval`` and
-the harness use: the metric compared and which way is better, the means of the other
-metrics, a damaged metrics.json and runs on other code named in warnings. Each test kills
-mutants that the re-run of ``python -m tools.mutation --module analysis/summary.py`` after
-``by_configuration`` moved into the module left alive.
+"""The sweep statistics (analysis/summary.py), on hand-made runs and records: the other
+metrics' means, labels, runs without recorded settings, natural order, every configuration
+failed, runs that neither finished nor failed, single runs, a difference of exactly two
+standard errors, the compared metric's name; the best configuration where higher is better and
+on a tie, Welch's p-value and Holm's verdict in the rows and as the table shows them (one at
+exactly ALPHA included); and ``by_configuration``, the grouping of evaluation records over
+seeds that ``mode=eval`` and the harness use: the metric compared and which way is better, the
+means of the other metrics, a damaged metrics.json and runs on other code named in warnings.
 
 The p-values are recomputed from the losses with ``statistics`` and a closed form: every
 configuration here has two runs the same distance apart, so Welch's degrees of freedom are
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import analysis.summary
+from analysis.records import markdown_table
 from analysis.run_record import write_record
 from analysis.significance import ALPHA
 from analysis.summary import (
@@ -29,9 +30,111 @@ from analysis.summary import (
     by_configuration,
     configuration_rows,
     configuration_table,
+    difference_from_best,
     group_runs,
+    mean_pm_std,
 )
-from tests.test_summary_edges import _cells, _completed, _configuration
+from tests.analysis.summaries import table_cells
+
+
+def _completed(loss: float, **extra: object) -> dict[str, object]:
+    return {"status": "completed", "best_val_loss": loss, **extra}
+
+
+def _configuration(losses: list[float], **values: str) -> Configuration:
+    return Configuration(dict(values), [_completed(loss) for loss in losses])
+
+
+def test_the_other_metrics_are_means_over_the_completed_runs_that_have_them() -> None:
+    config = Configuration(
+        {"model.num_heads": "2"},
+        [
+            _completed(2.0, val_acc=0.5, params=1000),
+            _completed(2.2, val_acc=0.7, params=1000),
+            _completed(2.1),  # recorded no accuracy: not a zero
+            {"status": "failed", "val_acc": 0.1},  # a failed run's numbers do not count
+        ],
+    )
+    assert config.mean_of("val_acc") == pytest.approx(0.6)
+    (row,) = configuration_rows([config])
+    assert row["val_acc"] == pytest.approx(0.6) and row["params"] == 1000.0
+    assert row["val_bpc"] is None and row["tokens_per_sec"] is None  # no run has them
+
+
+def test_a_label_names_every_key_and_no_keys_is_all_runs() -> None:
+    config = _configuration([2.0], **{"model.num_heads": "2", "model.dropout": "0.1"})
+    assert config.label() == "model.num_heads=2, model.dropout=0.1"
+    assert _configuration([2.0]).label() == "all runs"
+
+
+def test_a_run_without_recorded_overrides_is_grouped_under_none() -> None:
+    """A damaged metrics.json is read as a failed run without its overrides."""
+    runs = [_completed(2.0, overrides={"model.num_heads": "2"}), {"status": "failed"}]
+    configs = group_runs(runs, ["model.num_heads"])
+    assert [c.values for c in configs] == [{"model.num_heads": "2"}, {"model.num_heads": "None"}]
+    assert [c.failed for c in configs] == [0, 1]
+
+
+def test_configurations_come_in_natural_order_of_their_values() -> None:
+    runs = [_completed(2.0, overrides={"optim.lr": lr}) for lr in ("10", "2", "1")]
+    assert [c.values["optim.lr"] for c in group_runs(runs, ["optim.lr"])] == ["1", "2", "10"]
+
+
+def test_when_every_configuration_failed_none_is_best_and_no_difference_is_shown() -> None:
+    configs = [
+        Configuration({"model.num_heads": heads}, [{"status": "failed"}]) for heads in ("1", "2")
+    ]
+    assert best_configuration(configs) is None
+    rows = configuration_rows(configs)
+    assert [(r["vs_best"], r["exceeds_2se"], r["is_best"]) for r in rows] == [
+        (None, None, False)
+    ] * 2
+    # heads, n, failed, best_val_loss, vs_best, p_welch, holm: "failed", no verdict, no test
+    assert table_cells(configuration_table(configs, rows)) == [
+        ["1", "0", "1", "failed", "", "", ""],
+        ["2", "0", "1", "failed", "", "", ""],
+    ]
+
+
+def test_a_configuration_whose_runs_neither_finished_nor_failed_shows_no_loss() -> None:
+    interrupted = Configuration({"seed": "1"}, [{"status": "interrupted"}])
+    assert mean_pm_std(interrupted) == ""
+    assert mean_pm_std(Configuration({}, [{"status": "failed"}])) == "failed"
+
+
+def test_single_runs_show_their_difference_without_a_verdict() -> None:
+    configs = [_configuration([2.3], heads="1"), _configuration([2.1], heads="2")]
+    table = table_cells(configuration_table(configs, configuration_rows(configs)))
+    assert table == [
+        ["1", "1", "0", "2.3000", "+0.2000", "", ""],  # one run a side: no test either
+        ["2", "1", "0", "2.1000", "best", "", ""],
+    ]
+
+
+def test_a_difference_of_exactly_two_standard_errors_does_not_exceed_them() -> None:
+    """Standard errors 1 and 0.75 (two runs each at mean -/+ se): two standard errors of the
+    difference are 2 * hypot(1, 0.75) = 2.5, and the difference is 2.5, both exact in floats."""
+    best, other = _configuration([0.0, 2.0]), _configuration([2.75, 4.25])
+    threshold = 2 * math.hypot(best.standard_error, other.standard_error)
+    assert other.mean - best.mean == threshold == 2.5
+    assert difference_from_best(other, best) == (2.5, False)
+    assert difference_from_best(_configuration([2.76, 4.26]), best)[1] is True
+
+
+def test_the_table_names_the_metric_it_compares() -> None:
+    """``mode=eval`` over a sweep compares ``loss``; one configuration is a table too."""
+    config = Configuration({"model.num_heads": "2"}, [{"status": "completed", "loss": 2.0}], "loss")
+    table = configuration_table([config], configuration_rows([config]))
+    header = "| model.num_heads | n | failed | loss | vs_best | p_welch | holm |"
+    assert table.splitlines()[0] == header
+    assert table_cells(table) == [["2", "1", "0", "2.0000", "best", "", ""]]
+
+
+def test_no_configurations_make_a_table_without_rows() -> None:
+    columns = ["n", "failed", "best_val_loss", "vs_best", "p_welch", "holm", "val_acc"]
+    expected = markdown_table(columns, [])
+    assert configuration_table([], [], ["val_acc"]) == expected
+
 
 BEST = [1.0, 1.5]
 CLOSE = [1.5, 2.0]  # 0.5 above the best: within two standard errors, p ≈ 0.29
@@ -105,7 +208,7 @@ def test_the_table_shows_the_p_values_and_holms_verdicts() -> None:
     two_se = 2 * math.hypot(std / math.sqrt(2), std / math.sqrt(2))
     assert 0.5 < two_se < 3.0  # CLOSE within the noise, FAR beyond it
     # heads, n, failed, best_val_loss, vs_best, p_welch, holm
-    assert _cells(configuration_table(configs, configuration_rows(configs))) == [
+    assert table_cells(configuration_table(configs, configuration_rows(configs))) == [
         ["1", "2", "0", f"1.2500 ± {std:.4f}", "best", "", ""],
         [
             "2",
@@ -139,7 +242,7 @@ def test_an_adjusted_p_value_of_exactly_alpha_is_significant(
         (None, None),
         (ALPHA, True),
     ]
-    assert _cells(configuration_table(configs, rows))[1][-2:] == ["0.05", "0.05 (significant)"]
+    assert table_cells(configuration_table(configs, rows))[1][-2:] == ["0.05", "0.05 (significant)"]
 
 
 def _evaluated_sweep(
@@ -177,7 +280,7 @@ def test_an_evaluated_sweep_compares_its_metric_the_way_that_is_better(tmp_path:
     )
     # Two runs without spread a side: any difference exceeds their (zero) standard errors,
     # and Welch's p is 0 for different means (Holm's too).
-    assert _cells(table) == [
+    assert table_cells(table) == [
         ["2", "2", "0", "0.5000 ± 0.0000", "-0.2500 (> 2 SE)", "0", "0 (significant)"],
         ["4", "2", "0", "0.7500 ± 0.0000", "best", "", ""],
     ]
@@ -196,7 +299,7 @@ def test_an_evaluated_sweep_shows_the_means_of_the_other_metrics(tmp_path: Path)
     assert lines[0] == "| model.num_heads | n | failed | loss | vs_best | p_welch | holm | ppl |"
     std = statistics.stdev([2.0, 2.5])
     ppl = statistics.fmean([math.exp(2.0), math.exp(2.5)])
-    assert _cells("\n".join(lines)) == [
+    assert table_cells("\n".join(lines)) == [
         ["2", "2", "0", f"2.2500 ± {std:.4f}", "best", "", "", f"{ppl:.4g}"],
         ["4", "1", "0", "3.0000", "+0.7500", "", "", ""],
     ]
@@ -210,7 +313,7 @@ def test_an_evaluated_sweep_names_a_damaged_metrics_json_and_why_it_matters(
     damaged.mkdir()
     (damaged / "metrics.json").write_text("[1, 2]")
     records.append({"checkpoint": str(damaged / "checkpoints" / "best.ckpt"), "loss": 3.0})
-    assert _cells(by_configuration(records)) == [
+    assert table_cells(by_configuration(records)) == [
         ["2", "1", "0", "2.0000", "best", "", ""],
         ["4", "1", "0", "2.5000", "+0.5000", "", ""],
         ["None", "1", "0", "3.0000", "+1.0000", "", ""],  # its settings are unknown

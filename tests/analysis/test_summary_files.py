@@ -1,34 +1,16 @@
-"""The sweep summary's files (analysis/sweep_summary.py) at their edges, from hand-made
-metrics.json files: an empty sweep directory, a sweep over seeds alone (one configuration, no
-heatmap), runs without curves, the summary.csv columns and their empty cells, and the
-explanation's sentences. Each test kills mutants that the sweep tests leave alive
-(``python -m tools.mutation --module analysis/sweep_summary.py``)."""
+"""The sweep summary's files (analysis/sweep_summary.py), from hand-made metrics.json files:
+an empty sweep directory gets none, a sweep over seeds alone is one configuration without a
+heatmap, runs without curves get no curve figure, the summary.csv and runs.csv columns and
+their empty cells, a failed run's error, and the explanation's sentences."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from analysis.run_record import write_record
 from analysis.summary import MEANS
 from analysis.sweep_summary import write_sweep_summary
-
-
-def _csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
-    return list(reader.fieldnames or []), rows
-
-
-def _run(loss: float | None, seed: str, curve: bool = True, **overrides: str) -> dict:
-    record: dict = {"overrides": {"seed": seed, **overrides}}
-    if loss is None:
-        return {**record, "status": "failed", "error": "boom, in two words"}
-    record.update(status="completed", best_val_loss=loss, val_acc=0.25, params=1000)
-    if curve:
-        record["val_curve"] = [[5, loss + 1.0], [10, loss]]
-    return record
+from tests.analysis.summaries import hand_made_run, read_csv
 
 
 def test_a_sweep_directory_without_runs_gets_no_files(tmp_path: Path) -> None:
@@ -39,7 +21,7 @@ def test_a_sweep_directory_without_runs_gets_no_files(tmp_path: Path) -> None:
 
 def test_a_sweep_over_seeds_alone_is_one_configuration_without_a_heatmap(tmp_path: Path) -> None:
     for job, loss in enumerate((2.0, 2.2)):
-        write_record(tmp_path / str(job), _run(loss, seed=str(job + 1)))
+        write_record(tmp_path / str(job), hand_made_run(loss, seed=str(job + 1)))
     written = write_sweep_summary(tmp_path)
     assert [p.name for p in written] == [
         "summary.csv",
@@ -47,7 +29,7 @@ def test_a_sweep_over_seeds_alone_is_one_configuration_without_a_heatmap(tmp_pat
         "summary.md",
         "curves_val_loss.png",
     ]
-    columns, rows = _csv(tmp_path / "summary.csv")
+    columns, rows = read_csv(tmp_path / "summary.csv")
     numbers = ["best_val_loss_mean", "best_val_loss_std", "vs_best", "exceeds_2se"]
     tests = ["welch_p", "holm_p", "holm_significant"]
     assert columns == ["n", "failed", *numbers, *tests, *MEANS]
@@ -66,8 +48,8 @@ def test_runs_without_curves_get_no_curve_figure_and_failures_keep_their_error(
     tmp_path: Path,
 ) -> None:
     runs = [
-        _run(2.0, "1", curve=False, **{"model.num_heads": "2"}),
-        _run(None, "1", **{"model.num_heads": "4"}),
+        hand_made_run(2.0, "1", curve=False, **{"model.num_heads": "2"}),
+        hand_made_run(None, "1", **{"model.num_heads": "4"}),
     ]
     for job, run in enumerate(runs):
         write_record(tmp_path / str(job), run)
@@ -78,7 +60,7 @@ def test_runs_without_curves_get_no_curve_figure_and_failures_keep_their_error(
         "summary.md",
         "heatmap_val_loss.png",
     ]
-    columns, rows = _csv(tmp_path / "runs.csv")
+    columns, rows = read_csv(tmp_path / "runs.csv")
     assert columns[-2:] == ["status", "error"]
     assert [r["error"] for r in rows] == ["", "boom, in two words"]  # quoted, not split
     assert [r["model.dropout"] for r in rows] == ["", ""]  # not recorded: empty, not None
@@ -97,7 +79,7 @@ def test_the_summary_explains_itself_and_lists_the_configurations_beyond_noise(
     job = 0
     for heads, values in losses.items():
         for seed, loss in enumerate(values, start=1):
-            run = _run(loss, str(seed), **{"model.num_heads": heads})
+            run = hand_made_run(loss, str(seed), **{"model.num_heads": heads})
             write_record(tmp_path / str(job), {**run, "config": {"model.dropout": 0.1}})
             job += 1
     (tmp_path / str(job)).mkdir()
@@ -122,6 +104,6 @@ def test_the_summary_explains_itself_and_lists_the_configurations_beyond_noise(
     header = "| model.num_heads | n | failed | best_val_loss | vs_best | p_welch | holm | "
     header += " | ".join(MEANS)
     assert configurations.splitlines()[0] == header + " |"
-    columns, rows = _csv(tmp_path / "runs.csv")
+    columns, rows = read_csv(tmp_path / "runs.csv")
     assert [r["model.dropout"] for r in rows] == ["0.1"] * 7 + [""]
     assert rows[-1]["status"] == "failed" and rows[-1]["model.num_heads"] == ""

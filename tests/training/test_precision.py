@@ -22,7 +22,7 @@ from modes import Interrupted
 from modes import eval as eval_mode
 from tests.conftest import RESUME, ROOT, TINY
 from tests.faults import NaNAtStep, SignalAtStep
-from tests.test_attention import CASES, D_MODEL, B, T, _case, _forward
+from tests.models.test_attention import CASES, D_MODEL, B, T, attention_case, attention_output
 from train import run
 from training import precision as precision_choice
 
@@ -205,7 +205,7 @@ def _assert_close_in_bf16(actual: Tensor, expected: Tensor, scale: Tensor) -> No
 
 @pytest.mark.parametrize("name", CASES)
 def test_sdpa_matches_plain_under_bf16_autocast(name: str) -> None:
-    module, kwargs, inputs = _case(name)
+    module, kwargs, inputs = attention_case(name)
     module.eval()
     grad_out = torch.randn(B, T, D_MODEL)
     results = []
@@ -214,7 +214,7 @@ def test_sdpa_matches_plain_under_bf16_autocast(name: str) -> None:
         for t in inputs:
             t.grad = None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            out = _forward(module, inputs[0], kwargs, need_weights)
+            out = attention_output(module, inputs[0], kwargs, need_weights)
         assert out.dtype == (torch.bfloat16 if autocast else torch.float32)
         (out.float() * grad_out).sum().backward()
         results.append([out.detach().float(), *(t.grad.clone() for t in inputs)])

@@ -3,7 +3,7 @@ decided by every family, and every refusal one clear error naming its field.
 
 The walk over ``dataclasses.fields(ModelConfig)`` is what makes a new model option fail until
 its export is decided: mapped by a family (exported faithfully, with a logits test in
-``tests/test_export_hf.py``) or refused by name for the values it cannot reproduce.
+``tests/training/test_export_hf.py``) or refused by name for the values it cannot reproduce.
 """
 
 from __future__ import annotations

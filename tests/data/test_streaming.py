@@ -58,7 +58,7 @@ def _split_paths(corpus: dict[str, Path]) -> dict[str, str]:
     return {"train": str(corpus["train"]), "validation": str(corpus["validation"])}
 
 
-def _streaming_module(
+def streaming_module(
     path: object,
     corpus: dict[str, Path],
     arch: str = "decoder",
@@ -72,7 +72,7 @@ def _streaming_module(
     return datamodule
 
 
-def _blocks(datamodule: LMDataModule, rank: int = 0, world_size: int = 1, roles: int = 1):
+def train_blocks(datamodule: LMDataModule, rank: int = 0, world_size: int = 1, roles: int = 1):
     """Every block of the train stream of `rank`, reader by reader."""
     blocks = StreamBlocks(
         stream_splits(datamodule.cfg),
@@ -96,9 +96,9 @@ def test_stream_gives_the_cached_paths_examples(corpus: dict[str, Path], arch: s
     cached = LMDataModule(_cfg(paths, tokenizer=str(corpus["tokenizer"])), arch, MAX_SEQ_LEN)
     cached.prepare_data()
     cached.setup("fit")
-    streamed = _streaming_module(paths, corpus, arch)
+    streamed = streaming_module(paths, corpus, arch)
     expected = [cached.dataset("train")[i] for i in range(len(cached.dataset("train")))]
-    (got,) = _blocks(streamed)
+    (got,) = train_blocks(streamed)
     assert len(got) == len(expected) > 100
     assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
     # Validation is the validation file's, as the cached path has it; bpc divides by its ratio.
@@ -115,15 +115,15 @@ def test_first_examples_are_validation_and_never_trained_on(corpus: dict[str, Pa
     assert validation == [_paragraph("Paragraph", i) for i in range(25)]
     assert not set(validation) & set(train) and len(train) == 400 - 25
     # The training blocks hold no validation paragraph's number.
-    datamodule = _streaming_module(str(corpus["train"]), corpus, stream_val_examples=25)
+    datamodule = streaming_module(str(corpus["train"]), corpus, stream_val_examples=25)
     assert len(datamodule.dataset("validation")) > 0
-    (blocks,) = _blocks(datamodule)
+    (blocks,) = train_blocks(datamodule)
     text = "".join(datamodule.tokenizer.decode(block.tolist()) for block in blocks)
     assert "Paragraph 25:" in text
     assert not any(f"Paragraph {i}:" in text for i in range(25))
 
 
-def _documents(blocks: list[np.ndarray], eos_id: int) -> list[tuple[int, ...]]:
+def documents_in(blocks: list[np.ndarray], eos_id: int) -> list[tuple[int, ...]]:
     """The whole documents (token tuples) in a reader's blocks, joined in order."""
     stream = np.concatenate(blocks)
     ends = np.flatnonzero(stream == eos_id)
@@ -137,12 +137,12 @@ def test_ranks_and_workers_read_distinct_blocks(
     # One file: every reader takes every n-th example; four files: whole files per reader.
     for f in range(files):
         _write_paragraphs(tmp_path / f"part{f}.txt", f"File {f} paragraph", 120)
-    datamodule = _streaming_module(str(tmp_path), corpus, stream_val_examples=10)
+    datamodule = streaming_module(str(tmp_path), corpus, stream_val_examples=10)
     eos = datamodule.eos_token_id
     readers = [
-        _documents(blocks, eos)
+        documents_in(blocks, eos)
         for rank in (0, 1)
-        for blocks in _blocks(datamodule, rank=rank, world_size=2, roles=2)
+        for blocks in train_blocks(datamodule, rank=rank, world_size=2, roles=2)
     ]
     # Each of the 2 ranks x 2 workers reads its own examples: no document (so no block) twice,
     # and together they read them all (but for the tail of each reader's last block).
@@ -150,8 +150,8 @@ def test_ranks_and_workers_read_distinct_blocks(
     assert all(len(reader) > 10 for reader in readers)
     assert len(documents) == len(set(documents))
     assert 120 * files - 10 - 2 * len(readers) <= len(documents) <= 120 * files - 10
-    (everything,) = _blocks(datamodule)
-    assert set(documents) <= set(_documents(everything, eos))
+    (everything,) = train_blocks(datamodule)
+    assert set(documents) <= set(documents_in(everything, eos))
 
 
 def _stream_loader(datamodule: LMDataModule, workers: int) -> StreamLoader:
@@ -187,7 +187,7 @@ def test_loader_resumes_with_the_batches_it_would_have_given(
 ) -> None:
     small = _write_paragraphs(tmp_path / "small.txt", "Small", 30)
     paths = {"train": str(small), "validation": str(corpus["validation"])}
-    datamodule = _streaming_module(paths, corpus)
+    datamodule = streaming_module(paths, corpus)
     epoch = len(list(_stream_loader(datamodule, workers)))
     assert epoch > 5
     straight = _train_like_lightning(_stream_loader(datamodule, workers), 3 * epoch)
@@ -201,7 +201,7 @@ def test_loader_resumes_with_the_batches_it_would_have_given(
     rest = _train_like_lightning(resumed, epoch)
     assert all(torch.equal(a, b) for a, b in zip(first + rest, straight, strict=False))
     if workers:  # the two workers' batches alternate, each from its own share of the stream
-        shares = _blocks(datamodule, roles=2)
+        shares = train_blocks(datamodule, roles=2)
         for batch, share in zip(straight[:2], shares, strict=True):
             assert torch.equal(batch, collate_blocks(share[:4])["input_ids"])
 
@@ -214,7 +214,7 @@ class RecordBatches(L.Callback):
         self.batches.append(batch["input_ids"].clone())
 
 
-def _tiny_streaming(path: Path, corpus: dict[str, Path], out: Path, *extra: str) -> list[str]:
+def tiny_streaming_args(path: Path, corpus: dict[str, Path], out: Path, *extra: str) -> list[str]:
     return [
         *TINY,
         "data=text",
@@ -239,7 +239,7 @@ def test_resumed_run_trains_on_the_same_batches(
 
     def train(name: str, steps: int, *extra: str) -> list[torch.Tensor]:
         recorder = RecordBatches()
-        overrides = _tiny_streaming(
+        overrides = tiny_streaming_args(
             corpus["train"],
             corpus,
             tmp_path / name,
@@ -323,7 +323,7 @@ def test_stream_ending_before_the_first_batch_is_one_line(
 ) -> None:
     short = _write_paragraphs(tmp_path / "short.txt", "Short", 21)  # 20 held out
     proc = train_py(
-        *_tiny_streaming(short, corpus, tmp_path / "run"),
+        *tiny_streaming_args(short, corpus, tmp_path / "run"),
         f"hydra.run.dir={tmp_path / 'run'}",
         cwd=tmp_path,
     )
@@ -343,7 +343,7 @@ def test_whole_file_evaluation_does_not_stream(corpus: dict[str, Path]) -> None:
 def test_train_py_streams_a_file(corpus: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = train_py(
-        *_tiny_streaming(corpus["train"], corpus, out, "trainer.max_steps=3"),
+        *tiny_streaming_args(corpus["train"], corpus, out, "trainer.max_steps=3"),
         f"hydra.run.dir={out}",
         cwd=tmp_path,
     )

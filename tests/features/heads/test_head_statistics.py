@@ -6,8 +6,8 @@ an encoder with padding, a decoder, a decoder with packed documents and a single
 a previous token; ``head_importance`` alone; the head masks' dtype and device and the
 attention sums' device (on the meta device: a CPU tensor among them fails); the prune curve's
 points, fractions and cost; the share of importance met up to rounding; the refusal of no
-batches. Each test kills mutants that tests/test_heads.py and tests/test_head_gate.py leave
-alive (``python -m tools.mutation --module features/heads/statistics.py``)."""
+batches. (tests/features/heads/test_heads.py checks the same statistics on larger cases
+against hooks, finite differences and uniform attention.)"""
 
 from __future__ import annotations
 

@@ -2,27 +2,35 @@
 untrained tiny network, through a real Trainer in seconds: the validation and test loss
 (weighted by each batch's targets), perplexity (and its clamp), accuracy, bits per character
 of the split scored, the validation curve, what a non-finite loss does, the training loss's
-logging steps, throughput against a fake clock, and the peak-FLOPs dtype for MFU. Each test
-kills mutants that the task tests leave alive (``python -m tools.mutation --module
-training/task.py``)."""
+logging steps, throughput against a fake clock, and the peak-FLOPs dtype for MFU; the padding
+mask and document ids the metrics' forward is given; the random states a resume restores, the
+task rebuilt from its hyper-parameters, and its optimiser and schedule."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
-import lightning as L
 import pytest
 import torch
-from torch.utils.data import DataLoader
 
 import training.task
-from conf.schema import OptimConfig
 from data.collate import IGNORE_INDEX
-from data.config import DataConfig
-from tests.test_tasks import MUON
-from tests.tiny_models import VOCAB, tiny_config
+from tests.tiny_tasks import (
+    CHARS_PER_TOKEN,
+    OPTIM,
+    FakeClock,
+    attentive,
+    hand_made_batches,
+    loader,
+    padded_batch,
+    quick_trainer,
+    recount,
+    resumed_random_states_come_back_once,
+    tiny_task,
+    with_rows,
+)
+from tests.training.test_tasks import MUON
 from training.optim import MuonWithAdamW
 from training.task import (
     LanguageModelTask,
@@ -32,91 +40,16 @@ from training.task import (
     warmup_cosine,
 )
 
-OPTIM = OptimConfig(
-    lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
-)
-# Characters per token of each split: bpc divides by the one of the split scored.
-CHARS_PER_TOKEN = {"validation": 3.0, "test": 5.0}
-
-
-def _task(
-    arch: str = "decoder",
-    chars_per_token: dict[str, float] | None = None,
-    optim: OptimConfig = OPTIM,
-    total_steps: int | None = 10,
-) -> LanguageModelTask:
-    torch.manual_seed(0)
-    return task_class(arch)(
-        model_config=tiny_config(arch),
-        optim_config=optim,
-        tokenizer_json="{}",
-        data_config=DataConfig(),
-        chars_per_token=CHARS_PER_TOKEN if chars_per_token is None else chars_per_token,
-        total_steps=total_steps,
-    )
-
-
-def _batches(task: LanguageModelTask) -> list[dict[str, torch.Tensor]]:
-    """Two batches with 3 and 32 targets (so a plain mean over batches is not the mean over
-    targets); a third of the first batch's targets and half the second's are the network's
-    own argmax, so that accuracy is well away from 0."""
-    generator = torch.Generator().manual_seed(1)
-    batches = []
-    for n_targets in (3, 32):
-        ids = torch.randint(5, VOCAB, (2, 16), generator=generator)
-        labels = torch.randint(5, VOCAB, (2, 16), generator=generator)
-        with torch.no_grad():
-            argmax = task.model(ids).argmax(-1)  # (B, T)
-        labels.view(-1)[::2] = argmax.view(-1)[::2]
-        labels.view(-1)[n_targets:] = IGNORE_INDEX
-        batches.append({"input_ids": ids, "labels": labels})
-    return batches
-
-
-def _recount(
-    task: LanguageModelTask, batches: list[dict[str, torch.Tensor]], inputs: bool = True
-) -> dict[str, float]:
-    """Mean negative log-likelihood and accuracy over every target of ``batches``, the
-    network given each batch's padding mask and document ids (none when not ``inputs``)."""
-    nll, correct, targets = 0.0, 0, 0
-    with torch.no_grad():
-        for batch in batches:
-            given = {k: v for k, v in batch.items() if k in ("attention_mask", "document_ids")}
-            logits = task.model(batch["input_ids"], **(given if inputs else {})).double()
-            keep = batch["labels"] != IGNORE_INDEX
-            log_p = torch.log_softmax(logits[keep], dim=-1)  # (N, V)
-            nll -= log_p.gather(-1, batch["labels"][keep].unsqueeze(-1)).sum().item()
-            correct += int((logits[keep].argmax(-1) == batch["labels"][keep]).sum())
-            targets += int(keep.sum())
-    return {"loss": nll / targets, "acc": correct / targets}
-
-
-def _loader(batches: list[dict[str, torch.Tensor]]) -> DataLoader:
-    """The batches as they are, in order."""
-    return DataLoader(batches, batch_size=None)
-
-
-def _trainer(**options: Any) -> L.Trainer:
-    return L.Trainer(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **options,
-    )
-
 
 @pytest.mark.parametrize("stage", ["val", "test"])
 def test_eval_metrics_are_the_recount_over_all_targets(stage: str) -> None:
-    task = _task()
-    batches = _batches(task)
-    expected = _recount(task, batches)
+    task = tiny_task()
+    batches = hand_made_batches(task)
+    expected = recount(task, batches)
     assert 0.1 < expected["acc"] < 0.9
-    trainer = _trainer()
+    trainer = quick_trainer()
     score = trainer.validate if stage == "val" else trainer.test
-    score(task, dataloaders=_loader(batches), verbose=False)
+    score(task, dataloaders=loader(batches), verbose=False)
     logged = {k: float(v) for k, v in trainer.callback_metrics.items()}
     split = "validation" if stage == "val" else "test"
     assert logged == pytest.approx(
@@ -134,37 +67,37 @@ def test_eval_metrics_are_the_recount_over_all_targets(stage: str) -> None:
 
 
 def test_without_characters_per_token_there_is_no_bpc_and_an_encoder_has_none() -> None:
-    for task in (_task(chars_per_token={"test": 5.0}), _task("encoder")):
-        trainer = _trainer()
-        trainer.validate(task, dataloaders=_loader(_batches(task)), verbose=False)
+    for task in (tiny_task(chars_per_token={"test": 5.0}), tiny_task("encoder")):
+        trainer = quick_trainer()
+        trainer.validate(task, dataloaders=loader(hand_made_batches(task)), verbose=False)
         assert set(trainer.callback_metrics) == {"val/loss", "val/ppl", "val/acc"}
 
 
 def test_perplexity_is_clamped_at_exp_50() -> None:
     """A loss above 50 nats (a confident network that is always wrong) reads as exp(50)."""
-    task = _task()
+    task = tiny_task()
     with torch.no_grad():
         task.model.final_norm.weight.mul_(1e3)  # logits x 1000
-    batches = _batches(task)
+    batches = hand_made_batches(task)
     for batch in batches:
         with torch.no_grad():
             batch["labels"] = task.model(batch["input_ids"]).argmin(-1)  # the least likely
-    trainer = _trainer()
-    trainer.validate(task, dataloaders=_loader(batches), verbose=False)
+    trainer = quick_trainer()
+    trainer.validate(task, dataloaders=loader(batches), verbose=False)
     assert float(trainer.callback_metrics["val/loss"]) > 50
     assert float(trainer.callback_metrics["val/ppl"]) == pytest.approx(math.exp(50), rel=1e-6)
 
 
 def test_the_validation_curve_holds_each_validation_of_training_and_survives_a_checkpoint():
-    task = _task()
-    batches = _batches(task)
-    trainer = _trainer(max_steps=2, val_check_interval=1, num_sanity_val_steps=0)
-    trainer.fit(task, train_dataloaders=_loader(batches[1:] * 4), val_dataloaders=_loader(batches))
+    task = tiny_task()
+    batches = hand_made_batches(task)
+    trainer = quick_trainer(max_steps=2, val_check_interval=1, num_sanity_val_steps=0)
+    trainer.fit(task, train_dataloaders=loader(batches[1:] * 4), val_dataloaders=loader(batches))
     assert [point[0] for point in task.val_curve] == [1, 2]
-    assert task.val_curve[-1][1] == pytest.approx(_recount(task, batches)["loss"], rel=1e-5)
+    assert task.val_curve[-1][1] == pytest.approx(recount(task, batches)["loss"], rel=1e-5)
     checkpoint: dict[str, Any] = {}
     task.on_save_checkpoint(checkpoint)
-    resumed = _task()
+    resumed = tiny_task()
     resumed.on_load_checkpoint(checkpoint)
     assert resumed.val_curve == task.val_curve
     resumed.on_load_checkpoint({})  # a checkpoint of an earlier version has no curve
@@ -172,7 +105,7 @@ def test_the_validation_curve_holds_each_validation_of_training_and_survives_a_c
 
 
 def _nan_task() -> LanguageModelTask:
-    task = _task()
+    task = tiny_task()
     with torch.no_grad():
         task.model.final_norm.weight.fill_(float("nan"))
     return task
@@ -180,50 +113,33 @@ def _nan_task() -> LanguageModelTask:
 
 def test_a_non_finite_validation_loss_stops_training_but_is_reported_by_validate() -> None:
     task = _nan_task()
-    batches = _batches(_task())
+    batches = hand_made_batches(tiny_task())
     with pytest.raises(FloatingPointError, match=r"^validation loss became nan at step 0: "):
         # The sanity check validates before the first step, as training.
-        _trainer(max_steps=1, num_sanity_val_steps=1).fit(
-            task, train_dataloaders=_loader(batches[1:] * 4), val_dataloaders=_loader(batches)
+        quick_trainer(max_steps=1, num_sanity_val_steps=1).fit(
+            task, train_dataloaders=loader(batches[1:] * 4), val_dataloaders=loader(batches)
         )
-    trainer = _trainer()
-    trainer.validate(task, dataloaders=_loader(batches), verbose=False)
+    trainer = quick_trainer()
+    trainer.validate(task, dataloaders=loader(batches), verbose=False)
     assert math.isnan(float(trainer.callback_metrics["val/loss"]))
 
 
 def test_a_non_finite_training_loss_stops_at_once_on_a_cpu() -> None:
-    batches = _batches(_task())
-    trainer = _trainer(max_steps=3, log_every_n_steps=50, num_sanity_val_steps=0)
+    batches = hand_made_batches(tiny_task())
+    trainer = quick_trainer(max_steps=3, log_every_n_steps=50, num_sanity_val_steps=0)
     with pytest.raises(FloatingPointError, match=r"^training loss became nan at step 0\. "):
-        trainer.fit(_nan_task(), train_dataloaders=_loader(batches[1:] * 4))
+        trainer.fit(_nan_task(), train_dataloaders=loader(batches[1:] * 4))
 
 
 @pytest.mark.parametrize(("steps", "logged"), [(2, False), (3, True)])
 def test_the_training_loss_is_logged_on_logging_steps(steps: int, logged: bool) -> None:
     """Every third step: after steps 3, 6, ..; so not after 2."""
-    task = _task()
-    trainer = _trainer(max_steps=steps, log_every_n_steps=3)
-    trainer.fit(task, train_dataloaders=_loader([_batches(task)[1]] * steps))
+    task = tiny_task()
+    trainer = quick_trainer(max_steps=steps, log_every_n_steps=3)
+    trainer.fit(task, train_dataloaders=loader([hand_made_batches(task)[1]] * steps))
     assert ("train/loss" in trainer.callback_metrics) is logged
     if logged:
         assert "train/loss" in trainer.progress_bar_metrics
-
-
-class _Clock:
-    """training.task's perf_counter: half a second later at every call. The task reads it at
-    every step's start and end, so consecutive step ends are one second apart."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        self.now += 0.5
-        return self.now
-
-
-def _rows(batch: dict[str, torch.Tensor], rows: int) -> dict[str, torch.Tensor]:
-    """``batch`` with ``rows`` rows (its rows repeated as needed)."""
-    return {k: v.repeat(rows, 1)[:rows] for k, v in batch.items()}
 
 
 @pytest.mark.parametrize(("steps", "logged", "average"), [(2, 16, 16), (4, 40, 32)])
@@ -233,13 +149,13 @@ def test_throughput_counts_the_tokens_of_timed_steps_over_their_time(
     """Batches of 1, 1, 2 and 3 rows of 16 tokens, one second per step by the clock; the first
     step is warm-up, not timed. Logged every 2 steps: the tokens since the last log over
     their seconds (16 at step 2; (32 + 48) / 2 at step 4); the run's average: 96 / 3."""
-    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
-    task = _task()
-    batch = _batches(task)[1]
-    batches = [_rows(batch, rows) for rows in (1, 1, 2, 3)][:steps]
-    trainer = _trainer(max_steps=steps, log_every_n_steps=2, num_sanity_val_steps=0)
+    monkeypatch.setattr(training.task, "perf_counter", FakeClock().perf_counter)
+    task = tiny_task()
+    batch = hand_made_batches(task)[1]
+    batches = [with_rows(batch, rows) for rows in (1, 1, 2, 3)][:steps]
+    trainer = quick_trainer(max_steps=steps, log_every_n_steps=2, num_sanity_val_steps=0)
     assert task.tokens_per_sec() is None  # nothing timed yet
-    trainer.fit(task, train_dataloaders=_loader(batches))
+    trainer.fit(task, train_dataloaders=loader(batches))
     assert task.tokens_per_sec() == pytest.approx(average)
     assert float(trainer.callback_metrics["train/tokens_per_sec"]) == pytest.approx(logged)
     assert "train/mfu" not in trainer.callback_metrics  # a CPU has no known peak
@@ -251,24 +167,24 @@ def test_mfu_is_the_throughput_in_flops_over_the_peak(monkeypatch) -> None:
     def peak_flops(device: torch.device, precision: str) -> float | None:
         return 1e9 if (device.type, precision) == ("cpu", "32-true") else None
 
-    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
+    monkeypatch.setattr(training.task, "perf_counter", FakeClock().perf_counter)
     monkeypatch.setattr(training.task, "_peak_flops", peak_flops)
-    task = _task()
-    batch = _rows(_batches(task)[1], 1)  # 16 tokens a step, one second each
-    trainer = _trainer(max_steps=2, log_every_n_steps=2, num_sanity_val_steps=0)
-    trainer.fit(task, train_dataloaders=_loader([batch] * 2))
+    task = tiny_task()
+    batch = with_rows(hand_made_batches(task)[1], 1)  # 16 tokens a step, one second each
+    trainer = quick_trainer(max_steps=2, log_every_n_steps=2, num_sanity_val_steps=0)
+    trainer.fit(task, train_dataloaders=loader([batch] * 2))
     expected = 16 * task.model.flops_per_token() / 1e9
     assert float(trainer.callback_metrics["train/mfu"]) == pytest.approx(expected, rel=1e-6)
 
 
 def test_a_validation_is_not_timed_as_training(monkeypatch) -> None:
-    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
-    task = _task()
-    batch = _batches(task)[1]
-    trainer = _trainer(
+    monkeypatch.setattr(training.task, "perf_counter", FakeClock().perf_counter)
+    task = tiny_task()
+    batch = hand_made_batches(task)[1]
+    trainer = quick_trainer(
         max_steps=3, val_check_interval=1, log_every_n_steps=1, num_sanity_val_steps=0
     )
-    trainer.fit(task, train_dataloaders=_loader([batch] * 3), val_dataloaders=_loader([batch]))
+    trainer.fit(task, train_dataloaders=loader([batch] * 3), val_dataloaders=loader([batch]))
     # Every step follows a validation: none is timed, and no throughput is logged.
     assert task.tokens_per_sec() is None
     assert "train/tokens_per_sec" not in trainer.callback_metrics
@@ -302,15 +218,15 @@ def test_mfu_asks_the_peak_of_the_precision_trained_in(monkeypatch, precision, d
 
 def test_accuracy_over_one_target() -> None:
     """One target, the network's own argmax, and a batch without targets: accuracy 1."""
-    task = _task("encoder")
-    batch = _batches(task)[1]
+    task = tiny_task("encoder")
+    batch = hand_made_batches(task)[1]
     with torch.no_grad():
         argmax = task.model(batch["input_ids"]).argmax(-1)  # (B, T)
     one = torch.full_like(batch["labels"], IGNORE_INDEX)
     one[0, 4] = argmax[0, 4]
     batches = [{**batch, "labels": one}, {**batch, "labels": torch.full_like(one, IGNORE_INDEX)}]
-    trainer = _trainer()
-    trainer.validate(task, dataloaders=_loader(batches), verbose=False)
+    trainer = quick_trainer()
+    trainer.validate(task, dataloaders=loader(batches), verbose=False)
     assert float(trainer.callback_metrics["val/acc"]) == 1.0
 
 
@@ -318,56 +234,33 @@ def test_accuracy_over_one_target() -> None:
 def test_an_evaluation_without_targets_is_one_clear_error(stage: str) -> None:
     """An encoder whose masking chose no token in the whole split: no loss to report (the
     weighted mean over nothing is NaN, which training would call divergence)."""
-    task = _task("encoder")
-    batch = _batches(task)[1]
+    task = tiny_task("encoder")
+    batch = hand_made_batches(task)[1]
     nothing = {**batch, "labels": torch.full_like(batch["labels"], IGNORE_INDEX)}
-    trainer = _trainer()
+    trainer = quick_trainer()
     score = trainer.validate if stage == "val" else trainer.test
     split = "validation" if stage == "val" else "test"
     with pytest.raises(ValueError) as error:
-        score(task, dataloaders=_loader([nothing]), verbose=False)
+        score(task, dataloaders=loader([nothing]), verbose=False)
     assert str(error.value) == (
         f"the {split} data gave no target to score: the encoder's masking chose no token in "
         "it; give it more text or raise data.mlm_probability"
     )
 
 
-def _padded(batch: dict[str, torch.Tensor], left: bool) -> dict[str, torch.Tensor]:
-    """``batch`` with the last (or first) 10 of each row's 16 positions padding, never
-    targets, and a target at every real position."""
-    mask = torch.ones_like(batch["input_ids"])
-    pad = slice(0, 10) if left else slice(-10, None)
-    mask[:, pad] = 0
-    labels = batch["input_ids"].roll(-1, dims=1)
-    labels[:, pad] = IGNORE_INDEX
-    return {**batch, "labels": labels, "attention_mask": mask}
-
-
-def _attentive(task: LanguageModelTask) -> LanguageModelTask:
-    """``task`` with its attention matrices and output norm x 10: an untrained network's
-    predictions then depend on what each position attends to (at init they barely do)."""
-    norm = task.model.final_norm or task.model.mlm_head.norm
-    with torch.no_grad():
-        for name, weight in task.model.named_parameters():
-            if ".attn." in name and weight.dim() == 2:
-                weight.mul_(10)
-        norm.weight.mul_(10)
-    return task
-
-
 @pytest.mark.parametrize(("arch", "left"), [("encoder", False), ("decoder", True)])
 def test_padding_is_masked_in_the_metrics(arch: str, left: bool) -> None:
     """An encoder's padded examples (padding at the end) and a left-padded decoder batch:
     the metrics are those of the network given the padding mask."""
-    task = _attentive(_task(arch))
-    batches = [_padded(batch, left) for batch in _batches(task)]
+    task = attentive(tiny_task(arch))
+    batches = [padded_batch(batch, left) for batch in hand_made_batches(task)]
     _assert_validation_uses_the_masks(task, batches)
 
 
 def test_document_ids_are_attended_within_each_document_in_the_metrics() -> None:
-    task = _attentive(_task())
+    task = attentive(tiny_task())
     batches = []
-    for batch in _batches(task):
+    for batch in hand_made_batches(task):
         document_ids = torch.zeros_like(batch["input_ids"])
         document_ids[:, 6:] = 1  # (B, T): a second document from position 6
         batches.append({**batch, "document_ids": document_ids})
@@ -377,39 +270,22 @@ def test_document_ids_are_attended_within_each_document_in_the_metrics() -> None
 def _assert_validation_uses_the_masks(task: LanguageModelTask, batches: list[dict]) -> None:
     """The validation loss is the recount with the batches' masks, which differs from the
     recount without them (so the check can tell)."""
-    expected = _recount(task, batches)
-    unmasked = _recount(task, batches, inputs=False)
+    expected = recount(task, batches)
+    unmasked = recount(task, batches, inputs=False)
     assert abs(expected["loss"] - unmasked["loss"]) > 1e-3 * expected["loss"]
-    trainer = _trainer()
-    trainer.validate(task, dataloaders=_loader(batches), verbose=False)
+    trainer = quick_trainer()
+    trainer.validate(task, dataloaders=loader(batches), verbose=False)
     assert float(trainer.callback_metrics["val/loss"]) == pytest.approx(expected["loss"], rel=1e-5)
 
 
-def resumed_random_states_come_back_once(make_task: Callable[[], L.LightningModule]) -> None:
-    """A task saved and resumed puts torch's random state back before its first batch, and
-    only then (``make_task`` seeds 0 itself; the states are saved after)."""
-    torch.manual_seed(123)
-    checkpoint: dict[str, Any] = {}
-    make_task().on_save_checkpoint(checkpoint)
-    expected = torch.rand(4)
-    resumed = make_task()
-    resumed.on_load_checkpoint(checkpoint)
-    torch.manual_seed(9)  # what happens between loading and the first batch
-    resumed.on_train_batch_start(None, 0)
-    assert torch.equal(torch.rand(4), expected)
-    torch.manual_seed(9)
-    resumed.on_train_batch_start(None, 1)  # once only: later batches draw on
-    assert not torch.equal(torch.rand(4), expected)
-
-
 def test_a_resumed_task_puts_the_random_states_back_before_its_first_batch() -> None:
-    resumed_random_states_come_back_once(_task)
-    _task().on_load_checkpoint({})  # a checkpoint without states: nothing to restore
+    resumed_random_states_come_back_once(tiny_task)
+    tiny_task().on_load_checkpoint({})  # a checkpoint without states: nothing to restore
 
 
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
 def test_a_task_is_rebuilt_from_its_hyper_parameters_with_changes(arch: str) -> None:
-    task = _task(arch)
+    task = tiny_task(arch)
     hparams = dict(task.hparams)
     rebuilt = task_from_hparams(hparams, chars_per_token={"test": 2.0})
     assert type(rebuilt) is type(task) and type(task) is task_class(arch)
@@ -425,11 +301,11 @@ def test_a_task_is_rebuilt_from_its_hyper_parameters_with_changes(arch: str) -> 
 def test_adamw_is_fused_where_torch_has_the_kernel(monkeypatch, device: str, fused: bool):
     """Asked of the task's device (faked here: the parameters stay on the CPU)."""
     monkeypatch.setattr(LanguageModelTask, "device", property(lambda _: torch.device(device)))
-    assert _task().configure_optimizers()["optimizer"].defaults["fused"] is fused
+    assert tiny_task().configure_optimizers()["optimizer"].defaults["fused"] is fused
 
 
 def test_muon_takes_the_blocks() -> None:
-    optimizer = _task(optim=MUON).configure_optimizers()["optimizer"]
+    optimizer = tiny_task(optim=MUON).configure_optimizers()["optimizer"]
     assert isinstance(optimizer, MuonWithAdamW)
 
 
@@ -437,10 +313,10 @@ def test_muon_takes_the_blocks() -> None:
 def test_the_schedule_steps_every_step_to_the_total(total_steps: int | None) -> None:
     """After 4 optimiser steps with 1 of warmup, the rate is warmup_cosine(4) of the total:
     the task's own, or else the Trainer's count (max_steps = 4: the floor)."""
-    task = _task(total_steps=total_steps)
-    batch = _batches(task)[1]
-    trainer = _trainer(max_steps=4, num_sanity_val_steps=0)
-    trainer.fit(task, train_dataloaders=_loader([batch] * 4))
+    task = tiny_task(total_steps=total_steps)
+    batch = hand_made_batches(task)[1]
+    trainer = quick_trainer(max_steps=4, num_sanity_val_steps=0)
+    trainer.fit(task, train_dataloaders=loader([batch] * 4))
     multiplier = warmup_cosine(4, warmup_steps=1, total_steps=total_steps or 4, min_ratio=0.1)
     rates = [group["lr"] for group in trainer.optimizers[0].param_groups]
     assert rates == pytest.approx([OPTIM.lr * multiplier] * len(rates), rel=1e-9)

@@ -1,5 +1,7 @@
-"""``data.evaluation``: which data ``mode=eval`` scores a checkpoint on, and that text's counts
-against recounts written here from the text; checkpoints of earlier versions still evaluate."""
+"""``data.evaluation``: which data ``mode=eval`` scores a checkpoint on (an explicit
+``data.source`` deciding the kind even where the keys given name two; keys that name two kinds
+refused, with the way out), and that text's counts against recounts written here from the text;
+checkpoints of earlier versions still evaluate."""
 
 from __future__ import annotations
 
@@ -52,6 +54,23 @@ def test_the_runs_own_split_unless_the_command_line_names_text() -> None:
     assert column == EvaluationData(replace(trained, text_column="body"), whole=True)
     asked = DataConfig(source="files", path="held.txt", tokenizer="bpe")
     assert data_to_evaluate(trained, asked, ["data", "data.path"]) == EvaluationData(asked, True)
+
+
+def test_another_kind_of_source_drops_the_runs_own_source_keys() -> None:
+    trained = DataConfig(path="train.txt", text_column="body")
+    asked = DataConfig(source="hub", name="org/set")
+    chosen = data_to_evaluate(trained, asked, ["data.source", "data.name"])
+    assert (chosen.cfg.source, chosen.cfg.name, chosen.whole) == ("hub", "org/set", True)
+    assert (chosen.cfg.path, chosen.cfg.text_column) == (None, "text")  # not the run's file
+
+
+def test_keys_that_name_two_kinds_of_source_are_refused_with_the_way_out() -> None:
+    with pytest.raises(ValueError) as error:
+        DataConfig(name="org/set", path="held.txt")
+    assert str(error.value) == (
+        "data.path, data.name name different kinds of source; add data.source=files or hub "
+        "to say which to read"
+    )
 
 
 def test_decoder_counts_match_a_recount_by_windows(tmp_path: Path) -> None:

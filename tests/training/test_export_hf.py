@@ -220,8 +220,8 @@ def test_settings_without_exact_equivalent_are_refused(
     tiny_checkpoints, tmp_path, make_cfg
 ) -> None:
     pytest.importorskip("transformers")
-    # Each family's refusals are tested in tests/test_hf_families.py; here, through the mode:
-    # an encoder whose embedding dropout differs from the residual one.
+    # Each family's refusals are tested in tests/training/test_hf_families.py; here, through the
+    # mode: an encoder whose embedding dropout differs from the residual one.
     checkpoint = torch.load(tiny_checkpoints["encoder"], weights_only=True)
     checkpoint["hyper_parameters"]["model_config"]["embd_dropout"] = 0.3
     odd = tmp_path / "odd.ckpt"

@@ -6,8 +6,8 @@ Spearman correlations (against scipy), their mean and the MSE, each pass counted
 metrics at their edges (one example, none, scores below 1); the training loss and what a
 non-finite one does; AdamW's groups, the fused kernel and the warmup-cosine schedule to 0,
 stepped every step; the random states a resume restores; and the task rebuilt from its
-hyper-parameters. Each test kills mutants that tests/test_classifier.py leaves alive
-(``python -m tools.mutation --module features/finetune/task.py``)."""
+hyper-parameters. (tests/features/finetune/test_classifier.py checks the head and the metric
+functions themselves.)"""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from features.finetune.task import (
     pearson,
     spearman,
 )
-from tests.test_metric_edges import _loader, _trainer, resumed_random_states_come_back_once
 from tests.tiny_models import VOCAB, tiny_config
+from tests.tiny_tasks import loader, quick_trainer, resumed_random_states_come_back_once
 from training.task import warmup_cosine
 
 FINETUNE = FinetuneConfig(lr=1e-3, weight_decay=0.1, warmup_ratio=0.25)
@@ -187,9 +187,9 @@ def _regression_recount(logits: torch.Tensor, scores: torch.Tensor) -> dict[str,
 
 def _score(task: ClassificationTask, stage: str, batches: list[dict]) -> L.Trainer:
     """A validation or test pass of ``task`` over ``batches``; the trainer that ran it."""
-    trainer = _trainer()
+    trainer = quick_trainer()
     run = trainer.validate if stage == "val" else trainer.test
-    run(task, dataloaders=_loader(batches), verbose=False)
+    run(task, dataloaders=loader(batches), verbose=False)
     return trainer
 
 
@@ -307,8 +307,8 @@ def test_the_training_loss_is_logged_on_the_progress_bar() -> None:
     task = _task()
     batch = _batches(task)[2]
     expected = _cross_entropy(_logits(task, [batch]), batch["labels"])  # before the step
-    trainer = _trainer(max_steps=1, log_every_n_steps=1)
-    trainer.fit(task, train_dataloaders=_loader([batch]))
+    trainer = quick_trainer(max_steps=1, log_every_n_steps=1)
+    trainer.fit(task, train_dataloaders=loader([batch]))
     assert float(trainer.callback_metrics["train/loss"]) == pytest.approx(expected, rel=1e-5)
     assert set(trainer.progress_bar_metrics) == {"train/loss"}
 
@@ -317,8 +317,8 @@ def test_a_regression_trains_on_the_mean_squared_error() -> None:
     task = _task("regression")
     batch = _batches(task)[2]
     expected = _regression_recount(_logits(task, [batch]), batch["labels"])["mse"]
-    trainer = _trainer(max_steps=1, log_every_n_steps=1)
-    trainer.fit(task, train_dataloaders=_loader([batch]))
+    trainer = quick_trainer(max_steps=1, log_every_n_steps=1)
+    trainer.fit(task, train_dataloaders=loader([batch]))
     assert float(trainer.callback_metrics["train/loss"]) == pytest.approx(expected, rel=1e-5)
 
 
@@ -328,7 +328,7 @@ def test_a_non_finite_training_loss_stops_with_the_rate_to_lower() -> None:
     with torch.no_grad():
         task.model.score.weight.fill_(float("nan"))
     with pytest.raises(FloatingPointError) as error:
-        _trainer(max_steps=1).fit(task, train_dataloaders=_loader([batch]))
+        quick_trainer(max_steps=1).fit(task, train_dataloaders=loader([batch]))
     assert str(error.value) == (
         f"fine-tuning loss became nan at step 0; lower finetune.lr (now {FINETUNE.lr})"
     )
@@ -351,8 +351,8 @@ def test_adamw_warms_up_then_decays_to_zero_every_step() -> None:
     batch = _batches(task)[1]
     rates = _Rates()
     steps = TOTAL_STEPS + 1
-    trainer = _trainer(max_steps=steps, num_sanity_val_steps=0, callbacks=[rates])
-    trainer.fit(task, train_dataloaders=_loader([batch] * steps))
+    trainer = quick_trainer(max_steps=steps, num_sanity_val_steps=0, callbacks=[rates])
+    trainer.fit(task, train_dataloaders=loader([batch] * steps))
     warmup = math.ceil(FINETUNE.warmup_ratio * TOTAL_STEPS)
     expected = [
         FINETUNE.lr * warmup_cosine(s, warmup_steps=warmup, total_steps=TOTAL_STEPS, min_ratio=0)

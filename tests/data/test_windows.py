@@ -1,7 +1,6 @@
-"""The data windows (data/examples.py) at their edges, against enumerations written here:
-strided evaluation windows over every stream length around a window, the stride's bounds,
-packed blocks, and encoder examples cut to max_seq_len. Each test kills mutants that the
-data tests leave alive (``python -m tools.mutation --module data/examples.py``)."""
+"""The data windows (data/examples.py) against enumerations written here: strided evaluation
+windows over every stream length around a window, the stride's bounds, packed blocks, and
+encoder examples cut to max_seq_len."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""The sweep summary's files (analysis/sweep_summary.py) for what it grew after its first
-mutation run: a sweep of fine-tunes ranked by its task's test metric (highest best) with the
+"""What the sweep summary's files (analysis/sweep_summary.py) say of sweeps beyond a plain
+pretraining grid: a sweep of fine-tunes ranked by its task's test metric (highest best) with the
 other test metrics as means, ``summary.target_loss`` (its columns and section, and its warning
 for fine-tunes, which have no validation curve), an Optuna search (its ``search.json`` or,
 without one, ``optimization_results.yaml``; a search still running; a search record beside
 another sweeper) and runs on other code versions. Built from hand-made metrics.json files and
-search records as tinylm writes them; each test kills survivors of
-``python -m tools.mutation --module analysis/sweep_summary.py`` (the re-run that found 147)."""
+search records as tinylm writes them."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from analysis.report_columns import Ranking, ranking
 from analysis.run_record import write_record
 from analysis.summary import MEANS
 from analysis.sweep_summary import write_sweep_summary
-from tests.test_summary_edges import _cells
-from tests.test_summary_files_edges import _csv, _run
+from tests.analysis.summaries import hand_made_run, read_csv, table_cells
 
 _FIRST_SENTENCES = (
     "is the mean ± sample standard deviation over a configuration's completed runs (seeds are "
@@ -120,7 +118,7 @@ def test_a_fine_tune_sweep_is_ranked_by_its_test_metric_highest_best(
     # No heatmap (its colours rank the lowest best), no curves (fine-tunes record none).
     assert [p.name for p in written] == ["summary.csv", "runs.csv", "summary.md"]
     assert capsys.readouterr().err == ""  # no target loss asked for: nothing to warn about
-    columns, rows = _csv(tmp_path / "summary.csv")
+    columns, rows = read_csv(tmp_path / "summary.csv")
     others = ["test_f1", "test_mcc", "best_val_loss", "examples_per_sec"]
     numbers = ["test_accuracy_mean", "test_accuracy_std", "vs_best", "exceeds_2se"]
     tests = ["welch_p", "holm_p", "holm_significant"]
@@ -145,7 +143,7 @@ def test_a_fine_tune_sweep_is_ranked_by_its_test_metric_highest_best(
             statistics.fmean(1.0 - a for a in accuracies)
         )
         assert float(row["examples_per_sec"]) == pytest.approx(150.0)
-    run_columns, run_rows = _csv(tmp_path / "runs.csv")
+    run_columns, run_rows = read_csv(tmp_path / "runs.csv")
     assert run_columns == [
         "run",
         "finetune.lr",
@@ -167,7 +165,7 @@ def test_a_fine_tune_sweep_is_ranked_by_its_test_metric_highest_best(
     header = "| finetune.lr | n | failed | test_accuracy | vs_best | p_welch | holm | "
     assert table.splitlines()[0] == header + " | ".join(others) + " |"
     lr_at, n_at, failed_at, _, vs_best_at = range(5)  # the cells' places in a row
-    shown = [(r[lr_at], r[n_at], r[failed_at], r[vs_best_at]) for r in _cells(table)]
+    shown = [(r[lr_at], r[n_at], r[failed_at], r[vs_best_at]) for r in table_cells(table)]
     assert shown == [
         ("0.0001", "2", "0", "best"),
         ("0.001", "2", "1", f"{worse - best:+.4f} (> 2 SE)"),
@@ -184,7 +182,7 @@ def test_a_target_loss_is_dropped_with_a_warning_for_fine_tunes(
     written = write_sweep_summary(tmp_path, target_loss=0.3)
     assert [p.name for p in written] == ["summary.csv", "runs.csv", "summary.md"]
     assert capsys.readouterr().err == _TARGET_WARNING
-    columns, _ = _csv(tmp_path / "summary.csv")
+    columns, _ = read_csv(tmp_path / "summary.csv")
     assert columns[-1] == "examples_per_sec" and "reached" not in columns
     assert "Time to validation loss" not in _summary(tmp_path)
 
@@ -206,12 +204,12 @@ def test_the_time_to_a_target_loss_is_in_the_csv_and_its_own_section(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for job, ((heads, seed), curve) in enumerate(_CURVES.items()):
-        run = _run(curve[-1][1], seed, **{"model.num_heads": heads})
+        run = hand_made_run(curve[-1][1], seed, **{"model.num_heads": heads})
         run.update(val_curve=curve, flops_per_token=_FLOPS_PER_TOKEN)
         write_record(tmp_path / str(job), run)
     write_sweep_summary(tmp_path, target_loss=2.5)
     assert capsys.readouterr().err == ""  # pretraining runs have the curve it reads
-    columns, rows = _csv(tmp_path / "summary.csv")
+    columns, rows = read_csv(tmp_path / "summary.csv")
     units = ("steps", "tokens", "flops", "seconds")
     target_columns = [f"{unit}_to_target_{stat}" for unit in units for stat in ("mean", "std")]
     assert columns[-9:] == ["reached", *target_columns]
@@ -233,7 +231,7 @@ def test_the_time_to_a_target_loss_is_in_the_csv_and_its_own_section(
     shown = [
         f"{statistics.fmean(reached[u]):.4g} ± {statistics.stdev(reached[u]):.2g}" for u in units
     ]
-    assert _cells(section.split("\n\n", 1)[1]) == [
+    assert table_cells(section.split("\n\n", 1)[1]) == [
         ["2", "2/2", *shown],
         ["4", "0/2", "", "", "", ""],
     ]
@@ -376,7 +374,7 @@ def test_a_search_record_beside_another_sweeper_is_not_read(tmp_path: Path) -> N
 def test_runs_on_other_code_are_named_after_the_explanation(tmp_path: Path) -> None:
     commits = ("a" * 40, "a" * 40, "b" * 40)
     for job, commit in enumerate(commits):
-        run = _run(2.0 + job / 10, str(job + 1))
+        run = hand_made_run(2.0 + job / 10, str(job + 1))
         write_record(tmp_path / str(job), {**run, "provenance": {"code": {"commit": commit}}})
     write_sweep_summary(tmp_path)
     explanation = _explanation(3, 1, "best_val_loss", "the 0 comparisons", "")

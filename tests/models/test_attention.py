@@ -140,7 +140,7 @@ B, T, D_MODEL, HEADS = 3, 7, 16, 4
 PADDING = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 1, 1, 1]])
 
 
-def _case(name: str, seed: int = 0) -> tuple[MultiHeadAttention, dict, list[Tensor]]:
+def attention_case(name: str, seed: int = 0) -> tuple[MultiHeadAttention, dict, list[Tensor]]:
     """A module, forward kwargs and the float inputs (requiring grad) for one mask case."""
     torch.manual_seed(seed)
     x = torch.randn(B, T, 12, requires_grad=True)  # (B, T, d_in), d_in != d_model
@@ -189,14 +189,16 @@ CASES = [
 ]
 
 
-def _forward(module: MultiHeadAttention, x: Tensor, kwargs: dict, need_weights: bool) -> Tensor:
+def attention_output(
+    module: MultiHeadAttention, x: Tensor, kwargs: dict, need_weights: bool
+) -> Tensor:
     out = module(x, **kwargs, need_weights=need_weights)
     return out[0] if need_weights else out
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_sdpa_path_matches_plain_path_with_gradients(name: str) -> None:
-    module, kwargs, inputs = _case(name)
+    module, kwargs, inputs = attention_case(name)
     module.eval()
     grad_out = torch.randn(B, T, D_MODEL)
     results = []
@@ -204,7 +206,7 @@ def test_sdpa_path_matches_plain_path_with_gradients(name: str) -> None:
         module.zero_grad()
         for t in inputs:
             t.grad = None
-        out = _forward(module, inputs[0], kwargs, need_weights)
+        out = attention_output(module, inputs[0], kwargs, need_weights)
         (out * grad_out).sum().backward()
         grads = [t.grad.clone() for t in inputs]
         grads += [p.grad.clone() for p in module.parameters()]
@@ -262,11 +264,11 @@ def test_future_tokens_never_change_earlier_outputs(need_weights: bool, padding:
     module = MultiHeadAttention(D_MODEL, HEADS).eval()
     x = torch.randn(B, T, D_MODEL)  # (B, T, d)
     kwargs = {"causal": True, "attention_mask": PADDING if padding else None}
-    out = _forward(module, x, kwargs, need_weights)
+    out = attention_output(module, x, kwargs, need_weights)
     for t in range(1, T):
         changed = x.clone()
         changed[:, t:] = torch.randn(B, T - t, D_MODEL) * 10
-        out_changed = _forward(module, changed, kwargs, need_weights)
+        out_changed = attention_output(module, changed, kwargs, need_weights)
         torch.testing.assert_close(out_changed[:, :t], out[:, :t], atol=ATOL, rtol=0)
         assert not torch.allclose(out_changed[:, t:], out[:, t:])
 
@@ -274,11 +276,11 @@ def test_future_tokens_never_change_earlier_outputs(need_weights: bool, padding:
 @pytest.mark.parametrize("need_weights", [False, True])
 @pytest.mark.parametrize("name", ["padding", "causal_padding", "cross_padding"])
 def test_padded_tokens_never_change_real_outputs(name: str, need_weights: bool) -> None:
-    module, kwargs, inputs = _case(name)
+    module, kwargs, inputs = attention_case(name)
     module.eval()
     x = inputs[0].detach()
     padding = kwargs["attention_mask"]
-    out = _forward(module, x, kwargs, need_weights)
+    out = attention_output(module, x, kwargs, need_weights)
     changed_kwargs = dict(kwargs)
     if name == "cross_padding":
         # Padding is on the context: garble padded context keys and values.
@@ -294,7 +296,7 @@ def test_padded_tokens_never_change_real_outputs(name: str, need_weights: bool) 
         x = x.clone()
         x[pad] = torch.randn(int(pad.sum()), x.shape[-1]) * 10
         real_queries = ~pad
-    out_changed = _forward(module, x, changed_kwargs, need_weights)
+    out_changed = attention_output(module, x, changed_kwargs, need_weights)
     torch.testing.assert_close(out_changed[real_queries], out[real_queries], atol=ATOL, rtol=0)
 
 
@@ -303,7 +305,7 @@ def test_padded_tokens_never_change_real_outputs(name: str, need_weights: bool) 
     ["padding", "causal_padding", "cross_padding", "explicit_mask", "explicit_padding_causal"],
 )
 def test_probabilities_sum_to_one_over_allowed_keys(name: str) -> None:
-    module, kwargs, inputs = _case(name)
+    module, kwargs, inputs = attention_case(name)
     module.eval()
     _, probs = module(inputs[0], **kwargs, need_weights=True)  # (B, H, T_q, T_k)
     t_k = probs.shape[-1]
@@ -372,7 +374,7 @@ def test_fully_masked_rows_are_zero_and_finite(
         mask[0, 0, 3] = False
         kwargs = {"mask": mask}
         empty[0, 3] = True
-    out = _forward(module, x, kwargs, need_weights)
+    out = attention_output(module, x, kwargs, need_weights)
     assert torch.isfinite(out).all()
     # A zero context vector leaves only the output projection's bias.
     bias = module.out_proj.bias.detach()
@@ -393,7 +395,9 @@ def test_fully_masked_rows_with_dropout_in_train_mode(need_weights: bool) -> Non
     x = torch.randn(B, T, D_MODEL, requires_grad=True)  # (B, T, d)
     attention_mask = PADDING.clone()
     attention_mask[1] = 0
-    out = _forward(module, x, {"attention_mask": attention_mask, "causal": True}, need_weights)
+    out = attention_output(
+        module, x, {"attention_mask": attention_mask, "causal": True}, need_weights
+    )
     assert (out[1] == module.out_proj.bias.detach()).all()
     assert (out[2, :2] == module.out_proj.bias.detach()).all()
     out.square().sum().backward()
@@ -449,12 +453,12 @@ def test_dropout_train_vs_eval(attn_p: float, proj_p: float, need_weights: bool)
     x = torch.randn(B, T, D_MODEL)
     kwargs = {"attention_mask": PADDING}
     module.train()
-    first = _forward(module, x, kwargs, need_weights)
-    second = _forward(module, x, kwargs, need_weights)
+    first = attention_output(module, x, kwargs, need_weights)
+    second = attention_output(module, x, kwargs, need_weights)
     assert not torch.equal(first, second)
     module.eval()
-    reference = _forward(module, x, kwargs, need_weights)
-    torch.testing.assert_close(_forward(module, x, kwargs, need_weights), reference)
+    reference = attention_output(module, x, kwargs, need_weights)
+    torch.testing.assert_close(attention_output(module, x, kwargs, need_weights), reference)
     if attn_p == 0.0:
         # Only the projection drops: every element is 0 or the eval value scaled by 1/(1-p).
         dropped = first == 0
@@ -489,7 +493,9 @@ def test_kv_cache_matches_full_causal_pass(
     module = MultiHeadAttention(D_MODEL, HEADS, d_in=12).eval()
     x = torch.randn(B, T, 12)  # (B, T, d_in)
     attention_mask = PADDING if padding else None
-    full = _forward(module, x, {"causal": True, "attention_mask": attention_mask}, need_weights)
+    full = attention_output(
+        module, x, {"causal": True, "attention_mask": attention_mask}, need_weights
+    )
     cache = module.init_cache(B, max_len=T + 2)
     assert isinstance(cache, KVCache)
     pieces, start = [], 0
@@ -498,7 +504,7 @@ def test_kv_cache_matches_full_causal_pass(
         # The padding mask covers every key seen so far, the cached ones included.
         step_mask = None if attention_mask is None else attention_mask[:, :end]
         kwargs = {"causal": True, "attention_mask": step_mask, "kv_cache": cache}
-        pieces.append(_forward(module, x[:, start:end], kwargs, need_weights))
+        pieces.append(attention_output(module, x[:, start:end], kwargs, need_weights))
         start = end
     assert cache.length == T
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=ATOL, rtol=0)

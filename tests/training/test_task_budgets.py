@@ -6,9 +6,7 @@ the time spent; the bits per byte of the split scored; the hyper-parameters a ta
 is rebuilt from (bytes_per_token, seconds_budget); a head mask that changes the logits of
 every forward and never enters the weights; half-precision logits scored in float32.
 
-It answers the re-run of ``python -m tools.mutation --module training/task.py`` that found
-70 survivors and 31 mutants no test ran after the module grew these features; the helpers of
-tests/test_metric_edges.py build the tasks, batches and Trainers."""
+The tasks, batches and Trainers are tests/tiny_tasks.py's."""
 
 from __future__ import annotations
 
@@ -23,17 +21,17 @@ from lightning.pytorch.strategies import SingleDeviceStrategy
 
 import training.task
 from data.collate import IGNORE_INDEX
-from tests.test_metric_edges import (
+from tests.tiny_tasks import (
     OPTIM,
-    _attentive,
-    _batches,
-    _Clock,
-    _loader,
-    _padded,
-    _recount,
-    _rows,
-    _task,
-    _trainer,
+    FakeClock,
+    attentive,
+    hand_made_batches,
+    loader,
+    padded_batch,
+    quick_trainer,
+    recount,
+    tiny_task,
+    with_rows,
 )
 from training.task import (
     LanguageModelTask,
@@ -46,9 +44,9 @@ BYTES_PER_TOKEN = {"validation": 4.0, "test": 7.0}
 
 
 def _budgeted(**hparams: Any) -> LanguageModelTask:
-    """A decoder task of tests/test_metric_edges.py with other hyper-parameters (e.g. a
+    """A decoder task of tests/tiny_tasks.py with other hyper-parameters (e.g. a
     ``seconds_budget`` or ``bytes_per_token``)."""
-    return task_from_hparams(dict(_task().hparams), **hparams)
+    return task_from_hparams(dict(tiny_task().hparams), **hparams)
 
 
 def _cosine(fraction: float, min_ratio: float = OPTIM.min_lr_ratio) -> float:
@@ -78,22 +76,22 @@ def test_consumed_tokens_and_seconds_count_every_step_and_round_trip_a_checkpoin
     """Batches of 1, 2 and 3 rows of 16 tokens: 96 tokens. The clock ticks 0.5 s a read: the
     first step counts from its own start (0.5 s), the others from the previous step's end
     (1 s each): 2.5 s."""
-    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
-    task = _task()
+    monkeypatch.setattr(training.task, "perf_counter", FakeClock().perf_counter)
+    task = tiny_task()
     assert task.consumed == {"tokens": 0, "seconds": 0.0}
-    batch = _batches(task)[1]
-    trainer = _trainer(max_steps=3, num_sanity_val_steps=0)
-    trainer.fit(task, train_dataloaders=_loader([_rows(batch, rows) for rows in (1, 2, 3)]))
+    batch = hand_made_batches(task)[1]
+    trainer = quick_trainer(max_steps=3, num_sanity_val_steps=0)
+    trainer.fit(task, train_dataloaders=loader([with_rows(batch, rows) for rows in (1, 2, 3)]))
     assert task.consumed == {"tokens": 96, "seconds": 2.5}
     checkpoint: dict[str, Any] = {}
     task.on_save_checkpoint(checkpoint)
     assert checkpoint["consumed"] == {"tokens": 96, "seconds": 2.5}
-    resumed = _task()
+    resumed = tiny_task()
     resumed.on_load_checkpoint(checkpoint)
     assert resumed.consumed == {"tokens": 96, "seconds": 2.5}
     resumed.on_load_checkpoint({})  # a checkpoint of an earlier version: what it had
     assert resumed.consumed == {"tokens": 96, "seconds": 2.5}
-    fresh = _task()
+    fresh = tiny_task()
     fresh.on_load_checkpoint({"consumed": {"tokens": 5}})  # a total it lacks stays at 0
     assert fresh.consumed == {"tokens": 5, "seconds": 0.0}
 
@@ -103,10 +101,10 @@ def test_a_seconds_budget_stops_at_the_step_that_spends_it_and_decays_the_rate(
 ) -> None:
     """A budget of 1.5 s, spent exactly at the end of step 2 (0.5 + 1 s). The scheduler last
     stepped after step 2's update, before its time was added: at a third of the budget."""
-    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
+    monkeypatch.setattr(training.task, "perf_counter", FakeClock().perf_counter)
     task = _budgeted(seconds_budget=1.5)
-    trainer = _trainer(max_steps=10, num_sanity_val_steps=0)
-    trainer.fit(task, train_dataloaders=_loader([_batches(task)[1]] * 10))
+    trainer = quick_trainer(max_steps=10, num_sanity_val_steps=0)
+    trainer.fit(task, train_dataloaders=loader([hand_made_batches(task)[1]] * 10))
     assert trainer.global_step == 2
     assert task.consumed["seconds"] == 1.5
     rates = [group["lr"] for group in trainer.optimizers[0].param_groups]
@@ -157,22 +155,22 @@ class _TwoRanks(SingleDeviceStrategy):
 def test_every_rank_stops_when_one_rank_spends_the_budget_and_counts_all_ranks_tokens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(training.task, "perf_counter", _Clock().perf_counter)
+    monkeypatch.setattr(training.task, "perf_counter", FakeClock().perf_counter)
     task = _budgeted(seconds_budget=100.0)  # this rank's clock: 0.5 s of 100 after step 1
-    trainer = _trainer(max_steps=3, num_sanity_val_steps=0, strategy=_TwoRanks())
-    trainer.fit(task, train_dataloaders=_loader([_rows(_batches(task)[1], 1)] * 3))
+    trainer = quick_trainer(max_steps=3, num_sanity_val_steps=0, strategy=_TwoRanks())
+    trainer.fit(task, train_dataloaders=loader([with_rows(hand_made_batches(task)[1], 1)] * 3))
     assert trainer.global_step == 1
     assert task.consumed == {"tokens": 2 * 16, "seconds": 0.5}
 
 
 def test_bits_per_byte_are_of_the_split_scored() -> None:
     task = _budgeted(bytes_per_token=BYTES_PER_TOKEN)
-    batches = _batches(task)
-    nats = _recount(task, batches)["loss"]
+    batches = hand_made_batches(task)
+    nats = recount(task, batches)["loss"]
     for stage, split in (("val", "validation"), ("test", "test")):
-        trainer = _trainer()
+        trainer = quick_trainer()
         score = trainer.validate if stage == "val" else trainer.test
-        score(task, dataloaders=_loader(batches), verbose=False)
+        score(task, dataloaders=loader(batches), verbose=False)
         bpb = float(trainer.callback_metrics[f"{stage}/bpb"])
         assert bpb == pytest.approx(nats / math.log(2) / BYTES_PER_TOKEN[split], rel=1e-5)
 
@@ -200,15 +198,15 @@ def _head_mask(task: LanguageModelTask) -> torch.Tensor:
 
 
 def test_the_head_mask_changes_the_metrics_and_the_forward() -> None:
-    task = _attentive(_task())
-    batches = [_padded(batch, left=True) for batch in _batches(task)]
+    task = attentive(tiny_task())
+    batches = [padded_batch(batch, left=True) for batch in hand_made_batches(task)]
     head_mask = _head_mask(task)
     masked_model = functools.partial(task.model, head_mask=head_mask)
-    expected = _recount(SimpleNamespace(model=masked_model), batches)["loss"]
-    assert abs(expected - _recount(task, batches)["loss"]) > 1e-3 * expected
+    expected = recount(SimpleNamespace(model=masked_model), batches)["loss"]
+    assert abs(expected - recount(task, batches)["loss"]) > 1e-3 * expected
     task.head_mask = head_mask
-    trainer = _trainer()
-    trainer.validate(task, dataloaders=_loader(batches), verbose=False)
+    trainer = quick_trainer()
+    trainer.validate(task, dataloaders=loader(batches), verbose=False)
     assert float(trainer.callback_metrics["val/loss"]) == pytest.approx(expected, rel=1e-5)
     ids, padding = batches[0]["input_ids"], batches[0]["attention_mask"]
     with torch.no_grad():
@@ -219,7 +217,7 @@ def test_the_head_mask_changes_the_metrics_and_the_forward() -> None:
 
 
 def test_the_head_mask_is_no_part_of_the_weights() -> None:
-    task = _task()
+    task = tiny_task()
     task.head_mask = _head_mask(task)
     assert "head_mask" not in task.state_dict()
-    _task().load_state_dict(task.state_dict())  # strict: the same keys
+    tiny_task().load_state_dict(task.state_dict())  # strict: the same keys

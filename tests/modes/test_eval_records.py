@@ -1,9 +1,7 @@
-"""``mode=eval``'s records (modes/eval.py) from checkpoints written here without training (an
-untrained tiny network and a character tokenizer: a second, not a training run), against
-recounts from the network's logits: every field of a decoder's and an encoder's record, the
-checkpoints a run or sweep directory gives, the stride's defaults and refusals, and what
-identifies a record. Each test kills mutants that the fast eval tests leave alive
-(``python -m tools.mutation --module modes/eval.py``)."""
+"""``mode=eval``'s records (modes/eval.py) from checkpoints written without training
+(tests/evaluation_helpers.py), against recounts from the network's logits: every field of a
+decoder's and an encoder's record, the checkpoints a run or sweep directory gives, the stride's
+defaults and refusals, what identifies a record, and a sweep's table."""
 
 from __future__ import annotations
 
@@ -12,78 +10,28 @@ import io
 import json
 import math
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
-import lightning as L
 import pytest
-import torch
 
 import modes.eval
 from analysis.run_record import write_record
 from analysis.summary import by_configuration
-from conf.hydra_runtime import parse_settings
-from conf.schema import OptimConfig, Settings
-from data.config import DataConfig
-from data.tokenizer import special_tokens_of, train_tokenizer
-from tests.conftest import compose_config
 from tests.corpora import make_paragraphs
-from tests.tiny_models import tiny_config
-from training.task import task_class
-
-WINDOW = 16
-OPTIM = OptimConfig(
-    lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
+from tests.evaluation_helpers import (
+    WINDOW,
+    EvaluationCounter,
+    eval_settings,
+    untrained_checkpoint,
+    windows_recount,
 )
-
-
-def _checkpoint(path: Path, arch: str, paragraphs: list[str], step: int | None = 7) -> Path:
-    """An untrained tiny ``arch`` with a character tokenizer of ``paragraphs``, saved as a
-    training run saves its checkpoints (state_dict, hyper_parameters, global_step; none
-    when ``step`` is None)."""
-    tokenizer = train_tokenizer("char", [paragraphs], 300)
-    torch.manual_seed(0)
-    task = task_class(arch)(
-        model_config=tiny_config(
-            arch, vocab_size=tokenizer.get_vocab_size(with_added_tokens=True), max_seq_len=WINDOW
-        ),
-        optim_config=OPTIM,
-        tokenizer_json=tokenizer.to_str(),
-        data_config=DataConfig(tokenizer="char"),
-        chars_per_token={},
-        total_steps=10,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams)}
-    torch.save({**payload, **({} if step is None else {"global_step": step})}, path)
-    return path
-
-
-class _Scored(L.Callback):
-    """Counts the evaluations a Trainer ran with it."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.count += 1
-
-    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.count += 1
-
-
-def eval_settings(target: Path, tmp_path: Path, *overrides: str) -> Settings:
-    """``mode=eval`` on ``target`` with ``overrides`` recorded as Hydra records a command
-    line's."""
-    cfg = compose_config("mode=eval", f"ckpt_path={target}", f"output_dir={tmp_path}", *overrides)
-    return replace(parse_settings(cfg), overrides=dict(o.split("=", 1) for o in overrides))
 
 
 def _evaluate(target: Path, tmp_path: Path, *overrides: str, printed: list | None = None):
     """``modes.eval.run`` with ``eval_settings`` and a callback that must see every
     evaluation; what it prints goes to ``printed``."""
     settings = eval_settings(target, tmp_path, *overrides)
-    out, scored = io.StringIO(), _Scored()
+    out, scored = io.StringIO(), EvaluationCounter()
     with contextlib.redirect_stdout(out):
         result = modes.eval.run(settings, [scored])
     assert scored.count == len(result["results"])
@@ -92,53 +40,14 @@ def _evaluate(target: Path, tmp_path: Path, *overrides: str, printed: list | Non
     return result
 
 
-def _windows_recount(
-    ckpt: Path, paragraphs: list[str], stride: int, head_mask: torch.Tensor | None = None
-) -> dict[str, float]:
-    """Loss, accuracy and counts of the decoder in ``ckpt`` over the paragraphs as one stream
-    (each followed by EOS), in windows of WINDOW targets sliding by ``stride``: the first
-    window scores all its targets, the others their last ``stride``; ``head_mask`` [L, H]:
-    the heads at 0 gated off."""
-    from tokenizers import Tokenizer
-
-    from training.checkpoint import load_checkpoint
-
-    loaded = load_checkpoint(ckpt)
-    tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
-    eos = special_tokens_of(tokenizer).eos_id
-    stream = [t for p in paragraphs for t in (*tokenizer.encode(p).ids, eos)]
-    nll, correct, scored, start = 0.0, 0, 0, 0
-    with torch.no_grad():
-        while start + WINDOW + 1 <= len(stream):
-            block = torch.tensor(stream[start : start + WINDOW + 1])
-            count = WINDOW if start == 0 else stride
-            logits = loaded.model(block[None, :-1], head_mask=head_mask)[0, -count:].double()
-            targets = block[1:][-count:]
-            nll -= torch.log_softmax(logits, -1).gather(-1, targets[:, None]).sum().item()
-            correct += int((logits.argmax(-1) == targets).sum())
-            scored += count
-            start += stride
-    characters = sum(len(p) + 1 for p in paragraphs)
-    utf8_bytes = sum(len(p.encode()) + 1 for p in paragraphs)  # one separator a document
-    loss = nll / scored
-    return {
-        "loss": loss,
-        "acc": correct / scored,
-        "bpc": loss / math.log(2) / (characters / len(stream)),
-        "bpb": loss / math.log(2) / (utf8_bytes / len(stream)),
-        "bytes": utf8_bytes,
-        "tokens_scored": scored,
-        "tokens": len(stream),
-        "characters": characters,
-    }
-
-
 @pytest.mark.parametrize(("stride", "split"), [(None, "validation"), (4, "test")])
 def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, split) -> None:
     """Scored as the validation or the test split (Trainer.validate or .test): the same
     text, so the same record; the table printed, then where the record went."""
     paragraphs = make_paragraphs(6)
-    ckpt = _checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt", "decoder", paragraphs)
+    ckpt = untrained_checkpoint(
+        tmp_path / "run" / "checkpoints" / "best.ckpt", "decoder", paragraphs
+    )
     held = tmp_path / "held.txt"
     held.write_text("\n\n".join(paragraphs) + "\n")
     asked = [f"data.path={held}", f"data.split={split}"]
@@ -146,7 +55,7 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
     printed: list[str] = []
     result = _evaluate(ckpt, tmp_path, *asked, printed=printed)
     (record,) = result["results"]
-    expected = _windows_recount(ckpt, paragraphs, stride or WINDOW)
+    expected = windows_recount(ckpt, paragraphs, stride or WINDOW)
     assert record == {
         "checkpoint": str(ckpt.resolve()),
         "step": 7,
@@ -168,7 +77,7 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
         "bpc": pytest.approx(expected["bpc"], rel=1e-5),
         "bpb": pytest.approx(expected["bpb"], rel=1e-5),
         "acc": pytest.approx(expected["acc"], rel=1e-6),
-        "provenance": record["provenance"],  # tests/test_provenance.py checks its fields
+        "provenance": record["provenance"],  # tests/common/test_provenance.py checks its fields
     }
     assert record["provenance"]["precision"] == "32-true"
     assert "configurations" not in result  # one checkpoint: no sweep table
@@ -187,7 +96,7 @@ def test_a_decoder_record_is_the_recount_of_its_windows(tmp_path: Path, stride, 
 
 def test_an_encoder_record_names_its_mask_seed_and_no_stride(tmp_path: Path) -> None:
     paragraphs = make_paragraphs(12)
-    ckpt = _checkpoint(tmp_path / "best.ckpt", "encoder", paragraphs, step=None)
+    ckpt = untrained_checkpoint(tmp_path / "best.ckpt", "encoder", paragraphs, step=None)
     held = tmp_path / "held.txt"
     held.write_text("\n\n".join(paragraphs) + "\n")
     (record,) = _evaluate(ckpt, tmp_path, f"data.path={held}", "seed=5")["results"]
@@ -209,7 +118,9 @@ def test_a_run_directory_gives_its_best_checkpoint_and_a_sweep_every_run_in_job_
     paragraphs = make_paragraphs(6)
     sweep = tmp_path / "sweep"
     for job in (0, 2, 10):
-        ckpt = _checkpoint(sweep / str(job) / "checkpoints" / "best.ckpt", "decoder", paragraphs)
+        ckpt = untrained_checkpoint(
+            sweep / str(job) / "checkpoints" / "best.ckpt", "decoder", paragraphs
+        )
         (ckpt.parent / "last.ckpt").write_bytes(b"")  # only best.ckpt is evaluated
     run_dir = sweep / "2"
     assert modes.eval.checkpoints_to_evaluate(run_dir) == [run_dir / "checkpoints" / "best.ckpt"]

@@ -20,9 +20,10 @@ from data.config import DataConfig
 from data.corpus import Corpus, corpus_key, split_units, whole_key
 from data.sources import SOURCES, Source, builtin_documents, keys_read, kind_keys, source_of
 from data.streaming import stream_tokenizer_key
+from tests.conftest import ROOT
 from tests.corpora import all_texts, load_corpus, make_paragraphs, ready, write_source
 
-CONF_DATA = Path(__file__).resolve().parents[1] / "conf" / "data"
+CONF_DATA = ROOT / "conf" / "data"
 WIKITEXT = {"source": "hub", "name": "Salesforce/wikitext", "config_name": "wikitext-2-raw-v1"}
 MTIME_NS = 1_700_000_000_000_000_000
 
