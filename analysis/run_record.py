@@ -1,6 +1,6 @@
 """The run record: what a run directory's ``metrics.json`` says about its run, and the one
 module that names, writes and reads that file (every other module goes through the functions
-here; ``tests/test_records.py`` checks that no other product module names it).
+here; ``tests/analysis/test_run_record.py`` checks that no other product module names it).
 
 A record is a JSON object. Its ``status`` is a ``Status``; what else it holds depends on how far
 the run got (``RunRecord`` lists every field, in the order a record has them):
