@@ -23,8 +23,8 @@ from analysis.run_record import (
     run_record,
     write_record,
 )
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NOT_PRODUCT = ("tests", "bench", "docs")
 LITERAL = "metrics" + ".json"  # spelled apart: this file is a test, but say it once
 OWNER = "analysis/run_record.py"
@@ -51,6 +51,7 @@ def naming_the_file(root: Path) -> list[str]:
 
 
 def test_one_product_module_names_the_record_file() -> None:
+    assert (ROOT / OWNER).is_file() and (ROOT / "train.py").is_file()  # ROOT: the checkout
     assert len(product_modules(ROOT)) > 50
     assert naming_the_file(ROOT) == [OWNER]
 
