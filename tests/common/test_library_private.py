@@ -183,11 +183,12 @@ def test_inductor_cpp_compiler_finds_gxx_and_answers_none_without_a_compiler(
     import torch._inductor.config as inductor_config
 
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "/nonexistent/g++"))
-    assert private.inductor_cpp_compiler() is None
+    # config.patch, not monkeypatch: undoing a monkeypatch of the config proxy deletes the key
+    with inductor_config.patch({"cpp.cxx": (None, "/nonexistent/g++")}):
+        assert private.inductor_cpp_compiler() is None
     if shutil.which("g++"):
-        monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "g++"))
-        assert private.inductor_cpp_compiler() == "g++"
+        with inductor_config.patch({"cpp.cxx": (None, "g++")}):
+            assert private.inductor_cpp_compiler() == "g++"
 
 
 def test_dataset_file_builders_are_the_builders_load_dataset_reads_files_with(

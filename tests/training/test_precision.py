@@ -297,9 +297,11 @@ def test_compile_without_a_cpp_compiler_says_so_and_trains_eager(
 ) -> None:
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "/nonexistent/g++"))
+    # config.patch, not monkeypatch: undoing a monkeypatch of the config proxy deletes the key
+    monkeypatch.delenv("CXX", raising=False)
     frames = _compiled_frames()
-    metrics = run(make_cfg("trainer.compile=true", *SHORT, "max_new_tokens=2"))
+    with inductor_config.patch({"cpp.cxx": (None, "/nonexistent/g++")}):
+        metrics = run(make_cfg("trainer.compile=true", *SHORT, "max_new_tokens=2"))
     assert metrics["step"] == 3 and math.isfinite(metrics["val_loss"])
     assert _compiled_frames() == frames
     notes = [line for line in capsys.readouterr().err.splitlines() if "tinylm:" in line]
