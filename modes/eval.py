@@ -103,7 +103,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         results["configurations"] = by_configuration(rows, others=METRICS[1:])
         print(results["configurations"])
     out = append_records(
-        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
+        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, record_identity
     )
     print(f"wrote {out}")
     refresh(target)
@@ -179,5 +179,7 @@ def _stride(stride: int | None, arch: str, window: int) -> int | None:
     return stride
 
 
-def _identity(record: dict[str, Any]) -> str:
+def record_identity(record: dict[str, Any]) -> str:
+    """What makes two evaluation records the same evaluation (``IDENTITY``, with the
+    defaults of records written before a key existed): a re-run replaces its match."""
     return stable_hash(*(record.get(key, _IDENTITY_DEFAULTS.get(key)) for key in IDENTITY))

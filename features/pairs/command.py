@@ -27,14 +27,13 @@ from torch import Tensor
 
 from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
 from analysis.summary import by_configuration
-from common.files import stable_hash
 from common.provenance import provenance
-from conf.features import eval_fields
 from conf.schema import Settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from features.pairs.pair_sets import PairSet, frame_sentence, read_pairs
 from features.pairs.sentence_scores import decoder_log_likelihoods, pseudo_log_likelihoods
 from models.transformer import Decoder
+from modes.eval import record_identity
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
 from modes.scoring import FLOAT32
@@ -52,26 +51,6 @@ COLUMNS = (
     "pair_acc_se",
     "ties",
 )
-# What makes two records the same evaluation: mode=eval's identity, whose records these were
-# (the same keys in the same order, the features' record fields last; data fields None here),
-# so that a re-run replaces the records written before; records without weights or precision
-# scored the trained weights in float32.
-IDENTITY = (
-    "checkpoint",
-    "data",
-    "data_fingerprint",
-    "split",
-    "stride",
-    "mask_seed",
-    "pairs",
-    "pairs_fingerprint",
-    "paradigm",
-    "weights",
-    "weights_seed",
-    "precision",
-    *eval_fields(),
-)
-_IDENTITY_DEFAULTS = {"weights": "trained", "precision": "32-true"}
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
@@ -94,10 +73,6 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     print(f"wrote {out}")
     refresh(target)
     return {**results, "eval_jsonl": str(out)}
-
-
-def record_identity(record: dict[str, Any]) -> str:
-    return stable_hash(*(record.get(key, _IDENTITY_DEFAULTS.get(key)) for key in IDENTITY))
 
 
 def evaluate_all(

@@ -60,9 +60,13 @@ def test_records_from_before_weights_and_precision_were_named_are_trained_float3
     before records named their precision (float32)."""
     old = {"checkpoint": "run/checkpoints/best.ckpt", "data": "held.txt", "split": "all"}
     new = {**old, "weights": "trained", "precision": "32-true"}
-    assert modes.eval._identity(old) == modes.eval._identity(new)
-    assert modes.eval._identity({**old, "weights": "untrained"}) != modes.eval._identity(new)
-    assert modes.eval._identity({**old, "precision": "bf16-mixed"}) != modes.eval._identity(new)
+    assert modes.eval.record_identity(old) == modes.eval.record_identity(new)
+    assert modes.eval.record_identity(
+        {**old, "weights": "untrained"}
+    ) != modes.eval.record_identity(new)
+    assert modes.eval.record_identity(
+        {**old, "precision": "bf16-mixed"}
+    ) != modes.eval.record_identity(new)
 
 
 def test_eval_weights_names_its_choices() -> None:

@@ -164,9 +164,11 @@ def test_the_stride_defaults_to_the_window_and_is_checked_for_decoders() -> None
 def test_a_record_is_identified_by_what_was_scored_and_how() -> None:
     record = {key: f"{key}-value" for key in modes.eval.IDENTITY}
     same = {**record, "loss": 1.0, "step": 9}  # the results do not identify a record
-    assert modes.eval._identity(record) == modes.eval._identity(same)
+    assert modes.eval.record_identity(record) == modes.eval.record_identity(same)
     for key in modes.eval.IDENTITY:
-        assert modes.eval._identity({**record, key: "other"}) != modes.eval._identity(record)
+        assert modes.eval.record_identity({**record, key: "other"}) != modes.eval.record_identity(
+            record
+        )
 
 
 def test_a_sweep_table_has_the_loss_then_the_other_metrics_and_names_a_damaged_run(

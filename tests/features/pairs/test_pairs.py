@@ -331,18 +331,18 @@ def test_pairs_over_a_sweep_are_grouped_by_their_accuracy_over_every_pair(
 
 
 def test_pair_records_keep_the_identity_mode_eval_gave_them() -> None:
-    """Records written when mode=eval scored pairs are replaced by a re-run of mode=pairs: the
-    identity is the same, with the same defaults for records from before weights and
-    precision were named; text records never share one with a pair record."""
+    """Records written when mode=eval scored pairs are replaced by a re-run of mode=pairs (it
+    writes them with mode=eval's identity), with the same defaults for records from before
+    weights and precision were named; text records never share one with a pair record."""
     old = {"checkpoint": "run/checkpoints/best.ckpt", "pairs": "builtin", "paradigm": "all"}
     old["pairs_fingerprint"] = "f" * 16
     new = {**old, "weights": "trained", "weights_seed": None, "precision": "32-true"}
-    identity = features.pairs.command.record_identity
-    assert identity(old) == identity(new) == modes.eval._identity(old)
+    identity = modes.eval.record_identity
+    assert identity(old) == identity(new)
     assert identity({**old, "weights": "untrained", "weights_seed": 2}) != identity(new)
     assert identity({**old, "paradigm": "order"}) != identity(new)
     text = {"checkpoint": old["checkpoint"], "data": "held.txt", "split": "all"}
-    assert identity(text) != identity(new) and modes.eval._identity(text) != identity(new)
+    assert identity(text) != identity(new)
 
 
 def test_mode_pairs_reads_its_checkpoint_once(tiny_checkpoints, tmp_path, monkeypatch) -> None:
