@@ -89,8 +89,6 @@ MEASUREMENT_SWEEPS = [
     f"python train.py -m model=bert optim=muon seed=1234,1 optim.lr=1e-3,3e-3 {JOBLIB}",
     "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
     "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv",
-    "python train.py -m seed=1,2,3 hydra.sweep.dir=runs/gpt",
-    "python train.py -m model=bert seed=1,2,3 hydra.sweep.dir=runs/bert",
     "python train.py -m model.hidden_size=64,128 model.num_layers=2 model.max_seq_len=64 "
     "seed=1,2,3 trainer.budget.flops=1e12 trainer.val_check_interval=25 logger=csv "
     "hydra.sweep.dir=$SWEEP summary.target_loss=4.5",

@@ -1,6 +1,6 @@
 """The fine-tuning guide's commands in the docs test (tests/docs_lists.py merges these)."""
 
-from tests.docs_lists import NETWORK
+from tests.docs_lists import MEASUREMENT, NETWORK
 
 PLACEHOLDERS = {"FT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d"}
 PRODUCERS = {"FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt"}
@@ -8,6 +8,9 @@ PRODUCERS = {"FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkp
 # validates and writes the checkpoints/best.ckpt that mode=eval ckpt_path=$FT_RUN reads.
 MODE_ARGS = {"mode=finetune": ["finetune.max_steps=2", "finetune.batch_size=512"]}
 NOT_RUNNABLE = {
+    # the pretraining sweeps that pretrained against scratch starts from
+    "python train.py -m seed=1,2,3 hydra.sweep.dir=runs/gpt": MEASUREMENT,
+    "python train.py -m model=bert seed=1,2,3 hydra.sweep.dir=runs/bert": MEASUREMENT,
     "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
     "finetune.task=mrpc": NETWORK,
     "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt "
