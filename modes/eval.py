@@ -25,7 +25,7 @@ from typing import Any
 
 import lightning as L
 
-from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.records import format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
@@ -33,7 +33,7 @@ from conf.features import checkpoint_handler, eval_fields, features, scoring_fie
 from conf.schema import Settings
 from data.examples import check_stride
 from modes.inference import checkpoints_to_evaluate
-from modes.report import refresh
+from modes.report import save_evaluations
 from modes.scoring import record_head, task_and_data
 from training.checkpoint import (
     check_language_model,
@@ -102,11 +102,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     if len(checkpoints) > 1:  # a sweep: its configurations, seeds as replicates
         results["configurations"] = by_configuration(rows, others=METRICS[1:])
         print(results["configurations"])
-    out = append_records(
-        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, record_identity
-    )
-    print(f"wrote {out}")
-    refresh(target)
+    out = save_evaluations(target, rows, record_identity)
     return {**results, "eval_jsonl": str(out)}
 
 

@@ -5,11 +5,11 @@ directory (train, a sweep's end, eval, finetune, heads) calls to write its page 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.records import warn
+from analysis.records import RESULTS_FILE, append_records, warn
 from analysis.run_record import has_record, record_path
 from conf.schema import Settings
 
@@ -45,6 +45,20 @@ def report_dir(path: Path) -> Path | None:
         return path
     run_dir = path.parent.parent
     return run_dir if has_record(run_dir) else None
+
+
+def save_evaluations(
+    target: Path, rows: Sequence[dict[str, Any]], identity: Callable[[dict[str, Any]], str]
+) -> Path:
+    """An evaluation's records in the ``eval.jsonl`` of ``target`` (a run or sweep directory,
+    or beside a checkpoint file), each replacing the record of the same ``identity``; said on
+    stdout, then the page written again. The file written."""
+    out = append_records(
+        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, identity
+    )
+    print(f"wrote {out}")
+    refresh(target)
+    return out
 
 
 def refresh(path: Path, target_loss: float | None = None, report: Report | None = None) -> None:

@@ -24,7 +24,6 @@ from modes.export import output_path
 from training.checkpoint import (
     LoadedCheckpoint,
     check_no_model_overrides,
-    check_output_free,
     check_tokenizer_fits,
     loaded_checkpoint,
     read_checkpoint,
@@ -159,8 +158,7 @@ def export(
             "transformers *ForSequenceClassification folder); safetensors is for language "
             "models"
         )
-    out = output_path(ckpt, export)
-    check_output_free(out, export.overwrite)
+    out = output_path(ckpt, export)  # free, or overwrite: mode=export checked before reading
     loaded = load_classifier(ckpt, first)
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     model, tokenizer = loaded.model, tokenizer_from_json(loaded.tokenizer_json)

@@ -26,7 +26,7 @@ from typing import Any
 
 import lightning as L
 
-from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.records import format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
@@ -48,7 +48,7 @@ from features.finetune.task import (
     metric_names,
 )
 from models.config import ModelConfig
-from modes.report import refresh
+from modes.report import save_evaluations
 from training.checkpoint import check_no_model_overrides, read_checkpoint
 from training.precision import native_precision
 from training.trainer import evaluation_trainer
@@ -106,11 +106,7 @@ def run(
         )
         print(results["configurations"])
     target = Path(settings.job.ckpt_path)
-    out = append_records(
-        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
-    )
-    print(f"wrote {out}")
-    refresh(target)
+    out = save_evaluations(target, rows, _identity)
     return {**results, "eval_jsonl": str(out)}
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.records import format_value, markdown_table
 from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
@@ -31,7 +31,7 @@ from features.harness.runner import (
     task_manager,
 )
 from modes.inference import checkpoints_to_evaluate
-from modes.report import refresh
+from modes.report import save_evaluations
 from modes.scoring import FLOAT32
 from training.checkpoint import check_no_model_overrides, load_checkpoint
 
@@ -95,11 +95,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     if len(loaded) > 1:  # a sweep: each task metric by configuration, seeds as replicates
         summary["configurations"] = configurations(rows)
         print(summary["configurations"])
-    out = append_records(
-        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, _identity
-    )
-    print(f"wrote {out}")
-    refresh(target)
+    out = save_evaluations(target, rows, _identity)
     return {**summary, "eval_jsonl": str(out)}
 
 

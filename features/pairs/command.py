@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analysis.records import RESULTS_FILE, append_records, format_value, markdown_table
+from analysis.records import format_value, markdown_table
 from analysis.summary import by_configuration
 from common.provenance import provenance
 from conf.schema import Settings
@@ -35,7 +35,7 @@ from features.pairs.sentence_scores import decoder_log_likelihoods, pseudo_log_l
 from models.transformer import Decoder
 from modes.eval import record_identity
 from modes.inference import checkpoints_to_evaluate
-from modes.report import refresh
+from modes.report import save_evaluations
 from modes.scoring import FLOAT32
 from training.checkpoint import check_no_model_overrides, load_checkpoint, use_weights
 
@@ -67,11 +67,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
             overall, metric="pair_acc", others=(), higher_is_better=True
         )
         print(results["configurations"])
-    out = append_records(
-        (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, record_identity
-    )
-    print(f"wrote {out}")
-    refresh(target)
+    out = save_evaluations(target, rows, record_identity)
     return {**results, "eval_jsonl": str(out)}
 
 
