@@ -17,9 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 from torch.utils.hooks import RemovableHandle
 
+from analysis.records import RESULTS_FILE
 from conf.schema import settings_from_tree
 from modes import Interrupted
-from modes import eval as eval_mode
 from tests.conftest import RESUME, ROOT, TINY
 from tests.faults import NaNAtStep, SignalAtStep
 from tests.models.test_attention import CASES, D_MODEL, B, T, attention_case, attention_output
@@ -367,11 +367,11 @@ def test_the_fallback_trains_and_evaluates_in_float32_and_the_record_says_so(
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     run(make_cfg("mode=eval", f"ckpt_path={ckpt}", "trainer.precision=bf16-mixed"), [Precision()])
     assert set(seen) == {"32-true"}
-    records = (ckpt.parent / eval_mode.RESULTS_FILE).read_text().splitlines()
+    records = (ckpt.parent / RESULTS_FILE).read_text().splitlines()
     assert [json.loads(r)["precision"] for r in records] == ["32-true"]
     monkeypatch.setattr(precision_choice, "native_bf16_cpu", lambda: True)
     run(make_cfg("mode=eval", f"ckpt_path={ckpt}", "trainer.precision=bf16-mixed"), [Precision()])
-    records = (ckpt.parent / eval_mode.RESULTS_FILE).read_text().splitlines()
+    records = (ckpt.parent / RESULTS_FILE).read_text().splitlines()
     # Scored in another precision: another evaluation, kept beside the first.
     assert sorted(json.loads(r)["precision"] for r in records) == ["32-true", "bf16-mixed"]
     assert seen[-1] == "bf16-mixed"
