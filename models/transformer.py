@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -23,12 +23,7 @@ from torch import Tensor, nn
 
 from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding, check_head_gate
 from models.config import ModelConfig
-from models.positions import (
-    check_document_ids,
-    document_layout,
-    position_ids,
-    sinusoidal_table,
-)
+from models.positions import check_document_ids, document_layout, position_ids, sinusoidal_table
 from models.sampling import check_sampling_args, sample_next_token
 
 
@@ -123,28 +118,12 @@ class Block(nn.Module):
         self.mlp_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
 
     def forward(
-        self,
-        x: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        need_weights: bool = False,
-        kv_cache: KVCache | None = None,
-        rotary: tuple[Tensor, Tensor] | None = None,
-        mask: Tensor | None = None,
-        head_gate: Tensor | None = None,
+        self, x: Tensor, *, need_weights: bool = False, **attention: Any
     ) -> tuple[Tensor, Tensor | None]:
-        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None)."""
+        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None); the
+        keywords ``attention`` go to ``MultiHeadAttention.forward``."""
         attn_in = self.attn_norm(x) if self.pre_norm else x
-        attended = self.attn(
-            attn_in,
-            attention_mask=attention_mask,
-            causal=self.causal,
-            mask=mask,
-            need_weights=need_weights,
-            kv_cache=kv_cache,
-            rotary=rotary,
-            head_gate=head_gate,
-        )
+        attended = self.attn(attn_in, causal=self.causal, need_weights=need_weights, **attention)
         attended, probs = attended if need_weights else (attended, None)  # (B, T, C)
         if self.pre_norm:
             x = x + attended
@@ -265,7 +244,7 @@ class TransformerBase(nn.Module):
             cache = kv_caches[i] if kv_caches else None
             x, probs = block(
                 x,
-                attention_mask,
+                attention_mask=attention_mask,
                 need_weights=output_attentions,
                 kv_cache=cache,
                 rotary=rotary,
@@ -352,10 +331,7 @@ class Encoder(TransformerBase):
         head_mask: Tensor | None = None,
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
-
-        head_mask: [L, H] floats, a multiplier on each layer's and head's output before the
-        layer's output projection (0 removes the head); None leaves every head as it is.
-        """
+        head_mask: [L, H] floats, a multiplier on each head's output (0 removes the head)."""
         hidden, attentions = self._trunk(
             input_ids,
             attention_mask,
@@ -376,12 +352,8 @@ class Encoder(TransformerBase):
         *,
         token_type_ids: Tensor | None = None,
     ) -> list[list[MaskPrediction]]:
-        """Top-k predictions at every ``mask_token_id`` position (padding excluded).
-
-        Returns one list per batch row, ordered by position, of
-        ``MaskPrediction(position, token_ids, probs)`` with probs sorted descending.
-        ``top_k`` above the vocabulary size is clamped to it.
-        """
+        """Top-k predictions at every ``mask_token_id`` position (padding excluded), one list
+        per batch row ordered by position; ``top_k`` above the vocabulary size is clamped."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k={top_k!r} must be a positive int")
         with eval_mode(self):
@@ -425,14 +397,10 @@ class Decoder(TransformerBase):
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
 
-        attention_mask: [B, T] (left padding for batched prompts); with ``kv_caches`` (from
-        ``init_caches``) it covers the cached tokens too, [B, T_cached + T].
-        document_ids: [B, T] integers, for blocks packed from several documents: a token
-        attends only to earlier tokens of its document (a run of equal ids) and positions
-        restart at each document (``document_layout``). Not with ``kv_caches`` or
-        ``attention_mask``: padding is a document of its own.
-        head_mask: [L, H] floats, a multiplier on each layer's and head's output before the
-        layer's output projection (0 removes the head); None leaves every head as it is.
+        attention_mask: with ``kv_caches`` (``init_caches``) it covers the cached tokens too.
+        document_ids: [B, T], a token attends only to earlier tokens of its document and
+        positions restart at each (``document_layout``); padding is a document of its own.
+        head_mask: [L, H] floats, a multiplier on each head's output (0 removes the head).
         """
         hidden, attentions = self._trunk(
             input_ids,
@@ -462,19 +430,14 @@ class Decoder(TransformerBase):
         attention_mask: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        """Extend each prompt by up to ``max_new_tokens`` tokens; returns [B, T_prompt + new].
+        """Extend each (left-padded) prompt by up to ``max_new_tokens`` tokens: [B, T_prompt +
+        new]. ``temperature=0`` is greedy; ``top_k`` None/0 disables top-k; ``top_p`` keeps the
+        smallest set of tokens whose probability reaches it. A row that emitted
+        ``eos_token_id`` is filled with ``config.pad_token_id`` (or EOS); all finished: stop.
 
-        The whole prompt is returned in front of the new tokens. ``temperature=0`` is greedy;
-        ``top_k`` None/0 disables top-k (above V it is clamped); ``top_p`` in (0, 1] keeps the
-        smallest set of tokens whose probability reaches it. Prompts of unequal length go
-        left-padded with ``attention_mask``. After a row emits ``eos_token_id`` it is filled
-        with ``config.pad_token_id`` (or EOS when that is None); generation stops early when
-        every row has finished, so ``new`` can be smaller than ``max_new_tokens``.
-
-        The model only sees the last ``max_seq_len`` tokens: a longer prompt is cropped (with
-        a warning). The KV cache holds absolute positions, which shift once the context
-        slides, so past ``max_seq_len`` the cache is dropped and each step re-reads the last
-        window: identical to ``use_cache=False``, only slower.
+        The model sees the last ``max_seq_len`` tokens. The KV cache holds absolute positions,
+        which shift once the context slides, so from there each step re-reads the last window
+        without the cache: identical to ``use_cache=False``, only slower.
         """
         check_sampling_args(max_new_tokens, temperature, top_k, top_p)
         cfg = self.config
