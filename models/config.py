@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 ARCHS = ("encoder", "decoder")
+FIELD_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 def check_field_types(config: Any, prefix: str = "") -> None:
@@ -30,16 +31,10 @@ def check_field_types(config: Any, prefix: str = "") -> None:
             if "None" in field.type:
                 continue
             raise ValueError(f"{prefix}{field.name} is None; expected {expected}")
-        if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
+        kind = FIELD_TYPES[expected]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
             setattr(config, field.name, float(value))
-            continue
-        ok = {
-            "int": isinstance(value, int) and not isinstance(value, bool),
-            "float": isinstance(value, float),
-            "str": isinstance(value, str),
-            "bool": isinstance(value, bool),
-        }[expected]
-        if not ok:
+        elif not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
             raise ValueError(
                 f"{prefix}{field.name}={value!r} has type {type(value).__name__}; "
                 f"expected {expected}"
