@@ -1,12 +1,9 @@
 """Encoder (BERT-style) and Decoder (GPT-style) Transformers built on ``models.attention``.
+Forward returns the logits, or ``ModelOutput`` with ``output_attentions=True``, so the common
+call stays a plain tensor; losses belong to ``training/task.py``.
 
 Notation: B batch, T length, T_k key length (cached keys included), C hidden_size, H heads,
 D = C // H, I MLP width, L layers, V vocab_size.
-
-Both share the embeddings, the ``Block`` and the initialisation; they differ in ``causal``,
-their head and their helpers (``Decoder.generate``, ``Encoder.fill_mask``). Forward returns the
-logits, or ``ModelOutput`` with ``output_attentions=True`` (as ``need_weights`` in the
-attention), so the common call stays a plain tensor. Losses belong to ``training/task.py``.
 """
 
 from __future__ import annotations
