@@ -1,14 +1,8 @@
-"""The one multi-head attention module of tinylm, and the one function that builds its masks.
+"""The one multi-head attention module of tinylm, and the one function that builds its masks
+(ARCHITECTURE.md, "The mask convention").
 
-Notation: B batch, H heads, H_kv key/value heads (H for multi-head, fewer for grouped-query,
-1 for multi-query attention), T_q query length, T_k key length (cached keys included), D head
-width, d_model = H * D.
-
-Mask convention (ARCHITECTURE.md, "The mask convention"): the user-facing padding mask is
-Hugging Face's ``attention_mask`` of shape [B, T_k], 1/True for a real token and 0/False for
-padding; it masks keys. Inside, every mask becomes one boolean tensor broadcastable to
-[B, H, T_q, T_k] where True means "may attend", which both the SDPA path and the plain path
-consume.
+Notation: B batch, H heads, H_kv key/value heads (fewer under grouped-query attention), T_q
+query length, T_k key length (cached keys included), D head width, d_model = H * D.
 """
 
 from __future__ import annotations
@@ -26,14 +20,9 @@ ROPE_BASE = 10000.0
 
 
 class RotaryEmbedding(nn.Module):
-    """The cos/sin tables of rotary position embeddings (RoPE, Su et al. 2021), computed once.
-
-    Position p rotates the pair of head dimensions (i, i + D/2) by the angle
-    p * ROPE_BASE^(-2i/D), i < D/2 (the half-split pairing of GPT-NeoX and Llama: two
-    contiguous halves, cheaper than interleaved pairs, and equivalent up to a fixed permutation
-    of the projection rows). Rotating queries and keys makes their dot product depend on the
-    distance between their positions only.
-    """
+    """The cos/sin tables of rotary position embeddings (RoPE, Su et al. 2021): position p
+    rotates the pair of head dimensions (i, i + D/2) by p * ROPE_BASE^(-2i/D), the half-split
+    pairing of GPT-NeoX and Llama (cheaper than interleaved pairs)."""
 
     def __init__(self, head_dim: int, max_len: int) -> None:
         super().__init__()
@@ -48,19 +37,16 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", angles.sin().to(dtype), persistent=False)  # (T_max, D/2)
 
     def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """Positions [B|1, T] -> (cos, sin), [B|1, T, D/2] each (pair i's angle), for
-        ``MultiHeadAttention``."""
+        """Positions [B|1, T] -> (cos, sin), [B|1, T, D/2] each."""
         return F.embedding(positions, self.cos), F.embedding(positions, self.sin)
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate each pair (x_i, x_{i + D/2}) of the last dimension by the angle of cos/sin
-    [..., D/2] (broadcast against x; constant tables, no gradient flows into them)."""
+    """Rotate each pair (x_i, x_{i + D/2}) of the last dimension by cos/sin [..., D/2] (no
+    gradient flows into the tables)."""
     if torch.compiler.is_compiling():
-        # torch.compile (trainer=gpu) fuses the textbook formula into one kernel each way,
-        # where the Function's writes into slices of its output would break the graph. In x's
-        # dtype: under autocast x is half precision while the tables stay float32, and the
-        # rotated keys must match the values' dtype.
+        # torch.compile fuses the textbook formula, where the Function's writes into slices
+        # would break the graph. In x's dtype: under autocast the tables stay float32.
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         half = x.shape[-1] // 2
         x1, x2 = x[..., :half], x[..., half:]  # (..., D/2) each
@@ -69,14 +55,9 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class _Rotation(torch.autograd.Function):
-    """RoPE's rotation with its backward written out: the gradient is the inverse rotation.
-
-    Autograd of the textbook formula ``x * cos + rotate_half(x) * sin`` records six ops and
-    runs about twice as many kernels over [B, T, H, D] (the halves' slices, their
-    concatenation, the scatter-back of the slices' gradients); this runs four half-size
-    kernels each way, which is what matters at small shapes on the CPU. tests/
-    test_attention_oracle.py checks outputs and gradients against RoPE from its definition.
-    """
+    """RoPE's rotation with its backward (the inverse rotation) written out: four half-size
+    kernels each way, where autograd of the textbook formula runs about twice as many, which
+    is what matters at small shapes on the CPU."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -91,11 +72,10 @@ class _Rotation(torch.autograd.Function):
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, *, sign: float) -> Tensor:
     """(x1, x2) -> (x1 cos - s x2 sin, x2 cos + s x1 sin) over the halves of the last
-    dimension, for s = ``sign`` (-1: the inverse rotation), returned in x's dtype."""
+    dimension, s = ``sign`` (-1: the inverse rotation)."""
     if x.dtype in (torch.bfloat16, torch.float16):
-        # Under autocast: the CPU's half-precision elementwise kernels are slower than its
-        # float32 ones (at the default GPT's shape this rotation took 4.2 ms in bfloat16, 1.5 ms
-        # through float32), and rounding once at the end is the more accurate anyway.
+        # The CPU's half-precision kernels are slower (4.2 ms against 1.5 ms at the default
+        # GPT's shape), and rounding once at the end is the more accurate anyway.
         return _rotate(x.float(), cos, sin, sign=sign).to(x.dtype)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     half = x.shape[-1] // 2
@@ -108,39 +88,20 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, *, sign: float) -> Tensor:
 
 
 class KVCache:
-    """Preallocated keys and values of one attention layer for incremental decoding.
+    """Preallocated keys (rotated under RoPE) and values of one layer's H_kv heads: decoding a
+    token copies that token only, and ``append`` returns views of everything cached."""
 
-    It holds the key/value heads only (H_kv of them: fewer than the query heads under
-    grouped-query attention), keys already rotated when the model uses RoPE. ``append``
-    writes the new keys/values after the cached ones and returns views of everything cached
-    so far, so decoding one token costs one copy of that token, not of the whole past.
-    """
-
-    def __init__(
-        self,
-        batch_size: int,
-        num_heads: int,
-        max_len: int,
-        head_dim: int,
-        *,
-        dtype: torch.dtype,
-        device: torch.device | str,
-    ) -> None:
-        shape = (batch_size, num_heads, max_len, head_dim)
-        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, T_max, D)
-        self.values = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, T_max, D)
+    def __init__(self, shape: tuple[int, int, int, int], like: Tensor) -> None:
+        self.keys = like.new_zeros(shape)  # (B, H_kv, T_max, D), like's dtype and device
+        self.values = like.new_zeros(shape)  # (B, H_kv, T_max, D)
         self.length = 0
-
-    @property
-    def max_len(self) -> int:
-        return self.keys.shape[2]
 
     def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         new_len = self.length + keys.shape[2]
-        if new_len > self.max_len:
+        if new_len > self.keys.shape[2]:
             raise ValueError(
                 f"KV cache overflow: {self.length} cached + {keys.shape[2]} new positions exceed "
-                f"its max_len={self.max_len}; allocate a larger cache or crop the sequence"
+                f"its max_len={self.keys.shape[2]}; allocate a larger cache or crop the sequence"
             )
         self.keys[:, :, self.length : new_len] = keys
         self.values[:, :, self.length : new_len] = values
@@ -159,16 +120,10 @@ def build_attention_mask(
     mask: Tensor | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[Tensor | None, bool]:
-    """Combine a padding mask, a causal flag and an explicit mask into one boolean mask.
-
-    Returns ``(allowed, is_causal)``. ``allowed`` is None (every key allowed) or a boolean tensor
-    broadcastable to [B, H, T_q, T_k], True where the query may attend to the key.
-    ``is_causal`` is True only for the one case SDPA can do without a mask tensor: causal,
-    no other mask, and T_q == T_k (SDPA's ``is_causal`` aligns the triangle top-left).
-
-    The causal triangle is aligned bottom-right: query i sits at absolute position
-    ``k_len - q_len + i`` (later than every cached key), so it attends to keys j <= that.
-    """
+    """Padding mask, causal flag and explicit mask -> ``(allowed, is_causal)``: ``allowed`` is
+    None or a boolean tensor broadcastable to [B, H, T_q, T_k]; ``is_causal`` only where SDPA
+    needs no tensor (causal alone, T_q == T_k: its triangle is aligned top-left). Ours is
+    aligned bottom-right, so queries after a KV cache see every cached key."""
     allowed: Tensor | None = None
     if attention_mask is not None:
         _check_mask_dtype(attention_mask, "attention_mask")
@@ -200,12 +155,14 @@ def build_attention_mask(
     return allowed, False
 
 
-def check_head_gate(gate: Tensor, num_heads: int) -> None:
-    """A head gate is a float tensor of one multiplier per head, [H]."""
-    if not gate.dtype.is_floating_point or tuple(gate.shape) != (num_heads,):
+def check_head_gate(name: str, gate: Tensor, **dims: int) -> None:
+    """A head gate is a float tensor of one multiplier per head, of the shape ``dims``."""
+    expected = tuple(dims.values())
+    if not gate.dtype.is_floating_point or tuple(gate.shape) != expected:
         raise ValueError(
-            f"head_gate has shape {tuple(gate.shape)} and dtype {gate.dtype}, expected a float "
-            f"tensor of shape [num_heads] = [{num_heads}] (1 keeps a head, 0 removes it)"
+            f"{name} has shape {tuple(gate.shape)} and dtype {gate.dtype}, expected a float "
+            f"tensor of shape [{', '.join(dims)}] = {list(expected)} (1 keeps a head, 0 "
+            "removes it)"
         )
 
 
@@ -221,27 +178,14 @@ def _check_mask_dtype(mask: Tensor, name: str) -> None:
 class MultiHeadAttention(nn.Module):
     """Multi-head attention for encoders (padding mask), decoders (causal) and cross-attention.
 
-    Parameter layout, so that a reference implementation's weights map one to one:
-
-    - self-attention (``d_context=None``):
-      ``qkv_proj = Linear(d_in, d_model + 2 * kv_dim, bias=qkv_bias)``, kv_dim = H_kv * D, with
-      rows ordered [q (d_model rows); k (kv_dim); v (kv_dim)]; within each block, head h owns
-      rows ``h * D : (h + 1) * D``. With H_kv = H (the default) that is ``Linear(d_in,
-      3 * d_model)``: a fused ``Linear(H, 3H)`` (BERT style) copies in as is; separate
-      W_query / W_key / W_value weights are concatenated along rows in that order.
-    - cross-attention (``d_context`` given): ``q_proj = Linear(d_in, d_model)``,
-      ``k_proj = Linear(d_context, kv_dim)``, ``v_proj = Linear(d_context, kv_dim)``, all with
-      ``bias=qkv_bias``; keys come from ``context``, values from ``value`` if given, else from
-      ``context``.
-    - ``out_proj = Linear(d_model, d_model)`` with bias, in both modes.
-
-    Grouped-query attention (``num_kv_heads`` < ``num_heads``; 1 = multi-query): query head h
-    attends with key/value head ``h // (H / H_kv)``, as SDPA's ``enable_gqa`` pairs them.
-    Rotary positions (``rotary=`` in forward, self-attention only) rotate queries and keys
-    before the KV cache, so the cache holds rotated keys.
-
-    Dropout: ``attn_dropout`` on the attention probabilities, ``proj_dropout`` on the output
-    projection; both default to ``dropout`` and are inactive in eval mode.
+    The parameters are laid out so that a reference implementation's weights map one to one:
+    self-attention has ``qkv_proj`` with rows [q (d_model); k (H_kv * D); v (H_kv * D)], head h
+    owning rows h * D : (h + 1) * D of each block (a fused BERT-style Linear copies in as is,
+    separate W_query / W_key / W_value concatenate in that order); cross-attention
+    (``d_context`` given) has ``q_proj``, ``k_proj`` and ``v_proj``; both have ``out_proj``.
+    Under grouped-query attention query head h uses key/value head h // (H / H_kv), as SDPA's
+    ``enable_gqa`` pairs them. ``attn_dropout`` (on the probabilities) and ``proj_dropout`` (on
+    the output) default to ``dropout``.
     """
 
     def __init__(
@@ -263,11 +207,8 @@ class MultiHeadAttention(nn.Module):
         check_kv_heads(num_heads, num_kv_heads)
         attn_dropout = dropout if attn_dropout is None else attn_dropout
         proj_dropout = dropout if proj_dropout is None else proj_dropout
-        for name, p in (
-            ("dropout", dropout),
-            ("attn_dropout", attn_dropout),
-            ("proj_dropout", proj_dropout),
-        ):
+        rates = {"dropout": dropout, "attn_dropout": attn_dropout, "proj_dropout": proj_dropout}
+        for name, p in rates.items():
             check_dropout(name, p)
         self.d_model = d_model
         self.num_heads = num_heads
@@ -290,24 +231,10 @@ class MultiHeadAttention(nn.Module):
     def is_cross_attention(self) -> bool:
         return self.d_context is not None
 
-    def init_cache(
-        self,
-        batch_size: int,
-        max_len: int,
-        *,
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-    ) -> KVCache:
-        """An empty KV cache sized for this module."""
-        weight = self.out_proj.weight
-        return KVCache(
-            batch_size,
-            self.num_kv_heads,
-            max_len,
-            self.head_dim,
-            dtype=dtype or weight.dtype,
-            device=device or weight.device,
-        )
+    def init_cache(self, batch_size: int, max_len: int) -> KVCache:
+        """An empty KV cache sized for this module, in its weights' dtype and device."""
+        shape = (batch_size, self.num_kv_heads, max_len, self.head_dim)
+        return KVCache(shape, self.out_proj.weight)
 
     def forward(
         self,
@@ -323,25 +250,23 @@ class MultiHeadAttention(nn.Module):
         rotary: tuple[Tensor, Tensor] | None = None,
         head_gate: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        """Attend from ``x`` [B, T_q, d_in] to itself or to ``context`` [B, T_k, d_context].
+        """Attend from ``x`` [B, T_q, d_in] to itself or to ``context`` [B, T_k, d_context]
+        (values from ``value`` if given).
 
-        attention_mask: [B, T_k], 1/True real key, 0/False padding (covers cached keys too).
-        causal: query i attends only to keys j <= i (bottom-right aligned with a cache).
+        attention_mask: [B, T_k], 1 real key, 0 padding (covers cached keys too).
         mask: explicit boolean mask broadcastable to [B, H, T_q, T_k], True = may attend.
-        need_weights: also return the probabilities [B, H, T_q, T_k] (before dropout); this
-            takes the plain path. Otherwise SDPA runs and no score matrix is materialised.
-        kv_cache: self-attention only; the new keys/values are appended and all are attended.
-        rotary: self-attention only; (cos, sin) of each query's position, [B|1, T_q, D/2] each
-            (``RotaryEmbedding``): queries and keys are rotated by them (RoPE).
-        head_gate: [H], one multiplier per query head on its output before ``out_proj``
-            (0 removes the head, 1 keeps it; a float tensor that requires grad gives dL/dgate,
-            the head importance of Michel et al. 2019). None costs nothing.
+        need_weights: also return the probabilities [B, H, T_q, T_k] (before dropout) from the
+            plain path; otherwise SDPA runs and no score matrix is materialised.
+        kv_cache, rotary: self-attention only; rotary is the (cos, sin) of each query's
+            position, [B|1, T_q, D/2] each, applied to queries and keys before the cache.
+        head_gate: [H], a multiplier on each query head's output before ``out_proj``; with
+            requires_grad, dL/dgate is the head importance of Michel et al. 2019.
 
         A query with no key it may attend to gets zeros, in the output and the gradient.
         """
         self._check_inputs(x, context, value, kv_cache, rotary)
         if head_gate is not None:
-            check_head_gate(head_gate, self.num_heads)
+            check_head_gate("head_gate", head_gate, num_heads=self.num_heads)
         batch_size, q_len, _ = x.shape
         if context is None:
             q, k, v = self._self_attention_heads(x, rotary)
@@ -373,10 +298,8 @@ class MultiHeadAttention(nn.Module):
             # zero its output, so both paths and the gradient stay finite.
             has_key = allowed.any(dim=-1, keepdim=True)  # (B|1, H|1, T_q|1, 1)
             if has_key.device.type == "cpu" and bool(has_key.all()):
-                # On the host this check costs microseconds and, in the usual case where every
-                # row has a key, saves a masked copy of the output in forward and backward
-                # (~5% at small shapes). On an accelerator it would stall the stream, so there
-                # the fill below always runs.
+                # Saves the masked copies (~5% at small shapes); on an accelerator this sync
+                # would stall the stream.
                 has_key = None
             else:
                 allowed = allowed | ~has_key
@@ -396,7 +319,6 @@ class MultiHeadAttention(nn.Module):
         if has_key is not None:
             context_vec = context_vec.masked_fill(~has_key, 0.0)
         if head_gate is not None:
-            # Per query head (under GQA too): the gate scales what each head writes.
             context_vec = context_vec * head_gate.to(context_vec.dtype)[:, None, None]
         context_vec = context_vec.transpose(1, 2).reshape(batch_size, q_len, self.d_model)
         out = self.proj_dropout(self.out_proj(context_vec))  # (B, T_q, d_model)
@@ -409,15 +331,13 @@ class MultiHeadAttention(nn.Module):
     def _self_attention_heads(
         self, x: Tensor, rotary: tuple[Tensor, Tensor] | None
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """The fused projection of x [B, T, d_in] split into q [B, H, T, D] and k, v
-        [B, H_kv, T, D], queries and keys rotated when ``rotary`` is given."""
+        """x [B, T, d_in] -> q [B, H, T, D], k and v [B, H_kv, T, D], q and k rotated."""
         batch_size, length, _ = x.shape
         qk_heads = self.num_heads + self.num_kv_heads
         heads = self.qkv_proj(x).view(batch_size, length, qk_heads + self.num_kv_heads, -1)
         qk, v = heads[:, :, :qk_heads], heads[:, :, qk_heads:]  # (B, T, H + H_kv | H_kv, D)
         if rotary is not None:
             cos, sin = rotary
-            # Queries and keys in one pass; [B|1, T, 1, D] broadcasts over their heads.
             qk = apply_rotary(qk, cos[:, :, None], sin[:, :, None])  # (B, T, H + H_kv, D)
         q, k = qk.transpose(1, 2).split([self.num_heads, self.num_kv_heads], dim=1)
         return q, k, v.transpose(1, 2)  # (B, H, T, D), (B, H_kv, T, D), (B, H_kv, T, D)
@@ -471,9 +391,9 @@ class MultiHeadAttention(nn.Module):
                     "pass context=[batch, context_length, d_context]"
                 )
             for name, t in (("context", context), ("value", value)):
-                if t is None:
-                    continue
-                if t.dim() != 3 or t.shape[-1] != self.d_context or t.shape[0] != x.shape[0]:
+                if t is not None and (
+                    t.dim() != 3 or t.shape[-1] != self.d_context or t.shape[0] != x.shape[0]
+                ):
                     raise ValueError(
                         f"{name} has shape {tuple(t.shape)}, expected [batch={x.shape[0]}, "
                         f"context_length, d_context={self.d_context}]"

@@ -1,9 +1,6 @@
-"""Configuration of the tinylm Transformers: one flat dataclass that validates itself.
-
-Every field is a plain int / float / str / bool / None, so ``ModelConfig.to_dict()`` can be
-stored in a checkpoint and read back with ``torch.load(weights_only=True)``. The fields map one
-to one onto ``conf/model/{gpt,bert}.yaml``; the vocabulary size and special ids come from the
-tokenizer and are filled in by the app.
+"""Configuration of the tinylm Transformers (one flat dataclass that validates itself, plain
+values so that checkpoints load with ``weights_only=True``), and the checks every config
+group shares: field types, unknown keys with a did-you-mean, missing keys.
 """
 
 from __future__ import annotations
@@ -18,16 +15,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 ARCHS = ("encoder", "decoder")
+FIELD_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 def check_field_types(config: Any, prefix: str = "") -> None:
-    """Reject values of the wrong type early, with the key's name in the message.
-
-    For dataclasses whose fields are annotated int / float / str / bool (optionally ``| None``)
-    or Any (not checked). Floats given as ints (``dropout: 0`` in YAML) are converted, so
-    ``asdict`` stays plain and stable. bool is rejected where an int is expected: it is an
-    int subclass.
-    """
+    """Reject values of the wrong type, naming the key, for dataclass fields annotated int /
+    float / str / bool (optionally ``| None``) or Any. Floats given as ints (``dropout: 0``)
+    become floats so ``asdict`` stays stable; bool, an int subclass, is no int here."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         expected = field.type.replace(" | None", "")
@@ -37,16 +31,10 @@ def check_field_types(config: Any, prefix: str = "") -> None:
             if "None" in field.type:
                 continue
             raise ValueError(f"{prefix}{field.name} is None; expected {expected}")
-        if expected == "float" and isinstance(value, int) and not isinstance(value, bool):
+        kind = FIELD_TYPES[expected]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
             setattr(config, field.name, float(value))
-            continue
-        ok = {
-            "int": isinstance(value, int) and not isinstance(value, bool),
-            "float": isinstance(value, float),
-            "str": isinstance(value, str),
-            "bool": isinstance(value, bool),
-        }[expected]
-        if not ok:
+        elif not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
             raise ValueError(
                 f"{prefix}{field.name}={value!r} has type {type(value).__name__}; "
                 f"expected {expected}"
@@ -82,14 +70,9 @@ def check_names(
     raise ValueError(f"unknown key(s) {', '.join(hints)}; valid keys: {', '.join(valid)}")
 
 
-def check_known_keys(cls: type, keys: Iterable[str], prefix: str) -> None:
-    """Reject keys that are not fields of the dataclass ``cls``, suggesting the closest one."""
-    check_names(keys, [f.name for f in dataclasses.fields(cls)], prefix)
-
-
 def check_head_count(width_name: str, width: int, num_heads: int) -> None:
-    """``width`` must split evenly into ``num_heads`` heads; the message lists the head counts
-    that would (shared by ``ModelConfig`` and ``MultiHeadAttention``)."""
+    """``width`` must split evenly into ``num_heads`` heads; the message lists the counts that
+    would."""
     if num_heads > 0 and width > 0 and width % num_heads == 0:
         return
     divisors = [h for h in range(1, width + 1) if width % h == 0]
@@ -100,9 +83,7 @@ def check_head_count(width_name: str, width: int, num_heads: int) -> None:
 
 
 def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
-    """Grouped-query attention shares each key/value head among num_heads / num_kv_heads
-    query heads, so the count must divide num_heads (shared by ``ModelConfig`` and
-    ``MultiHeadAttention``)."""
+    """Each key/value head serves num_heads / num_kv_heads query heads."""
     if num_kv_heads > 0 and num_heads % num_kv_heads == 0:
         return
     divisors = [h for h in range(1, num_heads + 1) if num_heads % h == 0]
@@ -129,7 +110,7 @@ def check_dropout(name: str, value: float) -> None:
 def from_mapping(cls: type[T], values: dict[str, Any], prefix: str) -> T:
     """``cls(**values)`` for a config dataclass, naming unknown keys (with a did-you-mean) and
     missing ones first: the one way every config group is read."""
-    check_known_keys(cls, values, prefix)
+    check_names(values, [f.name for f in dataclasses.fields(cls)], prefix)
     missing = [
         f"{prefix}{f.name}"
         for f in dataclasses.fields(cls)
@@ -148,31 +129,12 @@ POSITIONS = ("learned", "sinusoidal", "rope")
 
 @dataclass
 class ModelConfig:
-    """Hyperparameters of an ``Encoder`` (BERT-style) or ``Decoder`` (GPT-style).
+    """Hyperparameters of an ``Encoder`` (BERT-style) or ``Decoder`` (GPT-style); the keys
+    are described in ``conf/model/*.yaml``.
 
-    vocab_size: tokenizer vocabulary size. A required key, but None is accepted so that a YAML
-        config (where it is null) can be validated before the tokenizer exists; building a
-        model needs the number.
-    arch: "encoder" (bidirectional, MLM head) or "decoder" (causal, LM head).
-    max_seq_len: longest sequence the position embeddings cover.
-    hidden_size, num_layers, num_heads: width C, depth L and head count H (C % H == 0).
-    num_kv_heads: key/value heads H_kv for grouped-query attention (H % H_kv == 0; 1 =
-        multi-query); None means num_heads, plain multi-head attention (and the checkpoints
-        of versions without this key).
-    intermediate_size: MLP hidden width; None means 4 * hidden_size.
-    dropout: default rate for the three dropout sites below.
-    attn_dropout / resid_dropout / embd_dropout: override ``dropout`` for the attention
-        probabilities / the attention and MLP outputs / the embeddings when not None.
-    norm: "pre" (GPT-2: LayerNorm before each sublayer, final LayerNorm) or "post" (original
-        BERT: LayerNorm after each residual add, LayerNorm on the embeddings).
-    position: "learned" (a trained table), "sinusoidal" (fixed, Vaswani et al.), both added to
-        the embeddings, or "rope" (rotary: queries and keys rotated in every attention layer;
-        needs an even head width C / H).
-    qkv_bias: bias on the fused query/key/value projection.
-    tie_embeddings: the output projection shares the token-embedding matrix.
-    type_vocab_size: number of token types (BERT segments) for the encoder; 0 = none.
-    layer_norm_eps: epsilon of every LayerNorm.
-    pad_token_id: the tokenizer's padding id; ``Decoder.generate`` writes it after EOS.
+    vocab_size: required, but None is accepted so that a YAML config (where the tokenizer fills
+        it in) validates early; building a model needs the number.
+    num_kv_heads: None means num_heads (and reads the checkpoints of versions before it).
     """
 
     vocab_size: int | None

@@ -1,7 +1,5 @@
 """Where each token sits: position ids (padding and KV cache aware), the sinusoidal table,
-and the layout of a block packed from several documents.
-
-Notation as in ``models/transformer.py``: B batch, T length, T_k key length, C hidden_size.
+and the layout of a block packed from several documents (notation of ``models/transformer``).
 """
 
 from __future__ import annotations
@@ -31,12 +29,9 @@ def position_ids(
     past_length: int = 0,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Positions of the last ``length`` tokens, counting real tokens only.
-
-    ``attention_mask`` covers cached tokens too ([B, past_length + length]). Left padding gets
-    position 0, right padding repeats the last real position; either way padded positions are
-    masked as keys and ignored by the loss.
-    """
+    """Positions of the last ``length`` tokens, counting real tokens only, so padding moves
+    no real token (``attention_mask`` covers cached tokens too). Left padding gets position 0,
+    right padding repeats the last real position: both are masked as keys anyway."""
     if attention_mask is None:
         return torch.arange(past_length, past_length + length, device=device)[None, :]  # (1, T)
     positions = attention_mask.long().cumsum(dim=-1) - 1  # (B, T_k)
@@ -44,13 +39,9 @@ def position_ids(
 
 
 def document_layout(document_ids: Tensor) -> tuple[Tensor, Tensor]:
-    """Document ids [B, T] -> (same-document mask [B, 1, T, T], positions [B, T]).
-
-    A document is a run of equal consecutive ids: runs, not id values, decide, so ids that
-    recur later (0, 1, 0) name three documents and mask and positions always agree. The mask
-    is True where query and key lie in the same document; the attention's causal flag adds
-    the triangle. Positions count from 0 at the start of each run.
-    """
+    """Document ids [B, T] -> (same-document mask [B, 1, T, T], positions from 0 in each
+    document [B, T]). A document is a run of equal ids, so ids that recur later (0, 1, 0) name
+    three documents and mask and positions always agree; causal attention adds the triangle."""
     _, length = document_ids.shape
     starts = torch.ones_like(document_ids, dtype=torch.bool)  # (B, T)
     starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
@@ -69,11 +60,8 @@ def check_document_ids(
     kv_caches: list[KVCache] | None,
 ) -> None:
     """Document ids are integers, one per token, and go without a KV cache or padding."""
-    if (
-        document_ids.dtype.is_floating_point
-        or document_ids.dtype.is_complex
-        or (document_ids.dtype == torch.bool)
-    ):
+    dtype = document_ids.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
         raise ValueError(
             f"document_ids has dtype {document_ids.dtype}; pass integer ids [batch, length] "
             "(the document of each token, e.g. the number of EOS tokens before it)"

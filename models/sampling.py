@@ -1,8 +1,5 @@
-"""The next token from a decoder's last-position logits: greedy, temperature, top-k, top-p.
-
-``Decoder.generate`` checks its arguments with ``check_sampling_args`` and draws every token
-with ``sample_next_token``.
-"""
+"""The next token from a decoder's last-position logits: greedy, temperature, top-k, top-p
+(``Decoder.generate``'s draw and its argument checks)."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ def check_sampling_args(
     if (
         isinstance(max_new_tokens, bool)
         or not isinstance(max_new_tokens, int)
-        or (max_new_tokens < 0)
+        or max_new_tokens < 0
     ):
         raise ValueError(f"max_new_tokens={max_new_tokens!r} must be an int >= 0")
     if not (isinstance(temperature, (int, float)) and 0 <= temperature < math.inf):

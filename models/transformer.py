@@ -1,32 +1,9 @@
 """Encoder (BERT-style) and Decoder (GPT-style) Transformers built on ``models.attention``.
+Forward returns the logits, or ``ModelOutput`` with ``output_attentions=True``, so the common
+call stays a plain tensor; losses belong to ``training/task.py``.
 
-Notation:
-    B batch size      T sequence (query) length     T_k key length, cached keys included
-    C hidden_size     H num_heads                   D head width = C // H
-    I MLP width       L num_layers                  V vocab_size
-
-Both architectures share the embeddings, the ``Block`` and the initialisation; they differ
-only in ``causal``, in their head (``MLMHead`` vs a linear LM head) and in their helpers
-(``Decoder.generate``, ``Encoder.fill_mask``). ``ModelConfig.norm`` picks the LayerNorm
-layout for both: "post" (BERT) normalises after each residual add and on the embeddings;
-"pre" (GPT-2) normalises before each sublayer and once more after the last block.
-
-Forward returns the logits [B, T, V]; with ``output_attentions=True`` it returns
-``ModelOutput(logits, attentions)``, a NamedTuple (so ``logits, attentions = model(...)`` and
-``.attentions`` both work) with every layer's probabilities [B, H, T, T_k]. This mirrors
-``MultiHeadAttention(need_weights=...)`` and keeps the common call a plain tensor. No losses
-here: those belong to the training layer (``training/task.py``).
-
-Padding follows the mask convention of ARCHITECTURE.md: ``attention_mask`` [B, T] is 1 for
-real tokens, 0 for padding. Position ids count real tokens only, so a left-padded row gets
-the positions it would have without padding (and right padding changes nothing for the real
-tokens). ``ModelConfig.position`` adds learned or sinusoidal positions to the embeddings, or
-(``rope``) hands the same position ids to every attention layer as rotary cos/sin.
-
-Document masking (``Decoder.forward(..., document_ids=...)``): in a block packed from several
-documents, a token attends only to earlier tokens of its own document and positions restart
-at 0 at each document, so a document computes as it would alone
-(``models.positions.document_layout``). Tokens are drawn by ``models.sampling``.
+Notation: B batch, T length, T_k key length (cached keys included), C hidden_size, H heads,
+D = C // H, I MLP width, L layers, V vocab_size.
 """
 
 from __future__ import annotations
@@ -35,20 +12,15 @@ import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding
+from models.attention import KVCache, MultiHeadAttention, RotaryEmbedding, check_head_gate
 from models.config import ModelConfig
-from models.positions import (
-    check_document_ids,
-    document_layout,
-    position_ids,
-    sinusoidal_table,
-)
+from models.positions import check_document_ids, document_layout, position_ids, sinusoidal_table
 from models.sampling import check_sampling_args, sample_next_token
 
 
@@ -68,10 +40,8 @@ class MaskPrediction(NamedTuple):
 
 
 class Embeddings(nn.Module):
-    """Token + position (+ token-type) embeddings, LayerNorm when post-LN (BERT), dropout.
-
-    With rotary positions nothing positional is added here: the attention layers rotate.
-    """
+    """Token + position (+ token-type) embeddings, LayerNorm when post-LN (BERT), dropout;
+    rotary positions are added by the attention layers instead."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -145,32 +115,12 @@ class Block(nn.Module):
         self.mlp_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
 
     def forward(
-        self,
-        x: Tensor,
-        attention_mask: Tensor | None = None,
-        *,
-        need_weights: bool = False,
-        kv_cache: KVCache | None = None,
-        rotary: tuple[Tensor, Tensor] | None = None,
-        mask: Tensor | None = None,
-        head_gate: Tensor | None = None,
+        self, x: Tensor, *, need_weights: bool = False, **attention: Any
     ) -> tuple[Tensor, Tensor | None]:
-        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None).
-
-        mask: an explicit boolean mask for the attention (True = may attend), [B, 1, T, T_k].
-        head_gate: [H], a multiplier on each head's output (``MultiHeadAttention``).
-        """
+        """[B, T, C] -> ([B, T, C], attention probabilities [B, H, T, T_k] or None); the
+        keywords ``attention`` go to ``MultiHeadAttention.forward``."""
         attn_in = self.attn_norm(x) if self.pre_norm else x
-        attended = self.attn(
-            attn_in,
-            attention_mask=attention_mask,
-            causal=self.causal,
-            mask=mask,
-            need_weights=need_weights,
-            kv_cache=kv_cache,
-            rotary=rotary,
-            head_gate=head_gate,
-        )
+        attended = self.attn(attn_in, causal=self.causal, need_weights=need_weights, **attention)
         attended, probs = attended if need_weights else (attended, None)  # (B, T, C)
         if self.pre_norm:
             x = x + attended
@@ -182,10 +132,8 @@ class Block(nn.Module):
 
 
 class MLMHead(nn.Module):
-    """BERT's masked-LM head: dense + GELU + LayerNorm, then the vocabulary projection.
-
-    The projection's weight is the token-embedding matrix when tied; its bias is its own.
-    """
+    """BERT's masked-LM head: dense + GELU + LayerNorm, then the vocabulary projection (its
+    weight tied to the token embeddings when ``tie_embeddings``)."""
 
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding) -> None:
         super().__init__()
@@ -243,11 +191,9 @@ class TransformerBase(nn.Module):
         )
 
     def _init_weights(self, *, scale_residual: bool) -> None:
-        """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm ones / zeros.
-
-        With ``scale_residual`` (GPT-2) the projections that write into the residual stream
-        get std 0.02 / sqrt(2 L): the stream sums 2 L of them, so its variance stays O(1).
-        """
+        """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm ones / zeros; with
+        ``scale_residual`` (GPT-2) the 2 L projections summed into the residual stream get
+        std 0.02 / sqrt(2 L), so its variance stays O(1)."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02)
@@ -276,7 +222,10 @@ class TransformerBase(nn.Module):
         past_length = kv_caches[0].length if kv_caches else 0
         self._check_inputs(input_ids, attention_mask, past_length)
         if head_mask is not None:
-            self._check_head_mask(head_mask)
+            cfg = self.config
+            check_head_gate(
+                "head_mask", head_mask, num_layers=cfg.num_layers, num_heads=cfg.num_heads
+            )
         mask = None
         if document_ids is None:
             positions = position_ids(
@@ -292,7 +241,7 @@ class TransformerBase(nn.Module):
             cache = kv_caches[i] if kv_caches else None
             x, probs = block(
                 x,
-                attention_mask,
+                attention_mask=attention_mask,
                 need_weights=output_attentions,
                 kv_cache=cache,
                 rotary=rotary,
@@ -303,15 +252,6 @@ class TransformerBase(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, tuple(attentions) if output_attentions else None  # (B, T, C)
-
-    def _check_head_mask(self, head_mask: Tensor) -> None:
-        expected = (self.config.num_layers, self.config.num_heads)
-        if not head_mask.dtype.is_floating_point or tuple(head_mask.shape) != expected:
-            raise ValueError(
-                f"head_mask has shape {tuple(head_mask.shape)} and dtype {head_mask.dtype}, "
-                f"expected a float tensor of shape [num_layers, num_heads] = {list(expected)} "
-                "(1 keeps a head, 0 removes it)"
-            )
 
     def _check_inputs(
         self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int
@@ -345,12 +285,9 @@ class TransformerBase(nn.Module):
         return hidden  # (B, T, C)
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
-        """Number of parameters, tied matrices counted once.
-
-        ``exclude_embeddings=True`` leaves out the tables that are only looked up (position,
-        token-type, and the token table unless it is tied to the output projection, whose
-        matmul is real compute). That is the N of the 6N FLOP estimate, as in nanoGPT.
-        """
+        """Number of parameters, tied matrices counted once. ``exclude_embeddings`` leaves out
+        the tables that are only looked up (the token table counts when tied to the output
+        projection, a real matmul): the N of the 6N FLOP estimate, as in nanoGPT."""
         excluded: set[int] = set()
         if exclude_embeddings:
             emb = self.embeddings
@@ -358,19 +295,12 @@ class TransformerBase(nn.Module):
             if not self.config.tie_embeddings:
                 lookups.append(emb.token)
             excluded = {id(p) for m in lookups if m is not None for p in m.parameters()}
-        # parameters() yields a shared (tied) tensor once.
         return sum(p.numel() for p in self.parameters() if id(p) not in excluded)
 
     def flops_per_token(self, seq_len: int | None = None) -> int:
-        """Training FLOPs (forward + backward) per token, for MFU: 6 N + 12 L C T.
-
-        6 N (N = ``num_parameters(exclude_embeddings=True)``): every weight does one
-        multiply-add (2 FLOPs) per token in the forward pass and two in the backward pass.
-        12 L C T: per layer the scores Q K^T and the weighted sum of V cost 2 C T each forward,
-        times 3 for forward + backward. T = ``seq_len`` (default ``max_seq_len``) is the
-        context length; the causal mask halves the useful work, but kernels compute it all.
-        The estimate of the PaLM paper (appendix B) and nanoGPT's ``estimate_mfu``.
-        """
+        """Training FLOPs per token, for MFU: 6 N (a multiply-add per weight forward, two
+        backward) + 12 L C T (Q K^T and the sum over V, 2 C T each forward, x3 with backward;
+        the causal half is computed too). PaLM's appendix B, nanoGPT's ``estimate_mfu``."""
         cfg = self.config
         context = cfg.max_seq_len if seq_len is None else seq_len
         non_embedding = self.num_parameters(exclude_embeddings=True)
@@ -398,10 +328,7 @@ class Encoder(TransformerBase):
         head_mask: Tensor | None = None,
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
-
-        head_mask: [L, H] floats, a multiplier on each layer's and head's output before the
-        layer's output projection (0 removes the head); None leaves every head as it is.
-        """
+        head_mask: [L, H] floats, a multiplier on each head's output (0 removes the head)."""
         hidden, attentions = self._trunk(
             input_ids,
             attention_mask,
@@ -422,12 +349,8 @@ class Encoder(TransformerBase):
         *,
         token_type_ids: Tensor | None = None,
     ) -> list[list[MaskPrediction]]:
-        """Top-k predictions at every ``mask_token_id`` position (padding excluded).
-
-        Returns one list per batch row, ordered by position, of
-        ``MaskPrediction(position, token_ids, probs)`` with probs sorted descending.
-        ``top_k`` above the vocabulary size is clamped to it.
-        """
+        """Top-k predictions at every ``mask_token_id`` position (padding excluded), one list
+        per batch row ordered by position; ``top_k`` above the vocabulary size is clamped."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k={top_k!r} must be a positive int")
         with eval_mode(self):
@@ -471,14 +394,10 @@ class Decoder(TransformerBase):
     ) -> Tensor | ModelOutput:
         """input_ids [B, T] -> logits [B, T, V], or ModelOutput when output_attentions.
 
-        attention_mask: [B, T] (left padding for batched prompts); with ``kv_caches`` (from
-        ``init_caches``) it covers the cached tokens too, [B, T_cached + T].
-        document_ids: [B, T] integers, for blocks packed from several documents: a token
-        attends only to earlier tokens of its document (a run of equal ids) and positions
-        restart at each document (``document_layout``). Not with ``kv_caches`` or
-        ``attention_mask``: padding is a document of its own.
-        head_mask: [L, H] floats, a multiplier on each layer's and head's output before the
-        layer's output projection (0 removes the head); None leaves every head as it is.
+        attention_mask: with ``kv_caches`` (``init_caches``) it covers the cached tokens too.
+        document_ids: [B, T], a token attends only to earlier tokens of its document and
+        positions restart at each (``document_layout``); padding is a document of its own.
+        head_mask: [L, H] floats, a multiplier on each head's output (0 removes the head).
         """
         hidden, attentions = self._trunk(
             input_ids,
@@ -508,19 +427,14 @@ class Decoder(TransformerBase):
         attention_mask: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        """Extend each prompt by up to ``max_new_tokens`` tokens; returns [B, T_prompt + new].
+        """Extend each (left-padded) prompt by up to ``max_new_tokens`` tokens: [B, T_prompt +
+        new]. ``temperature=0`` is greedy; ``top_k`` None/0 disables top-k; ``top_p`` keeps the
+        smallest set of tokens whose probability reaches it. A row that emitted
+        ``eos_token_id`` is filled with ``config.pad_token_id`` (or EOS); all finished: stop.
 
-        The whole prompt is returned in front of the new tokens. ``temperature=0`` is greedy;
-        ``top_k`` None/0 disables top-k (above V it is clamped); ``top_p`` in (0, 1] keeps the
-        smallest set of tokens whose probability reaches it. Prompts of unequal length go
-        left-padded with ``attention_mask``. After a row emits ``eos_token_id`` it is filled
-        with ``config.pad_token_id`` (or EOS when that is None); generation stops early when
-        every row has finished, so ``new`` can be smaller than ``max_new_tokens``.
-
-        The model only sees the last ``max_seq_len`` tokens: a longer prompt is cropped (with
-        a warning). The KV cache holds absolute positions, which shift once the context
-        slides, so past ``max_seq_len`` the cache is dropped and each step re-reads the last
-        window: identical to ``use_cache=False``, only slower.
+        The model sees the last ``max_seq_len`` tokens. The KV cache holds absolute positions,
+        which shift once the context slides, so from there each step re-reads the last window
+        without the cache: identical to ``use_cache=False``, only slower.
         """
         check_sampling_args(max_new_tokens, temperature, top_k, top_p)
         cfg = self.config
