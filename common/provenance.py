@@ -1,11 +1,5 @@
 """What produced a result: the code version, the library versions, the device, the precision
-and the command line, recorded in every run's record and every evaluation record.
-
-The code version is the checkout's git commit, whether its tree had uncommitted changes, and
-a hash of those changes (the diff against the commit and the untracked files' names and
-bytes), so two dirty runs with the same hash ran the same code. Outside a git checkout, or
-without git, each of them reads ``unknown``, as do runs recorded before this existed.
-"""
+and the command line, recorded in every run's record and every evaluation record."""
 
 from __future__ import annotations
 
@@ -40,24 +34,14 @@ def provenance(precision: str | None, accelerator: str = "cpu") -> dict[str, Any
     }
 
 
-def unknown_provenance() -> dict[str, Any]:
-    """How a run recorded before provenance existed reads."""
-    return {
-        "code": {"commit": UNKNOWN, "dirty": UNKNOWN, "diff_hash": UNKNOWN},
-        "versions": dict.fromkeys(("python", *LIBRARIES), UNKNOWN),
-        "device": UNKNOWN,
-        "precision": UNKNOWN,
-        "command": UNKNOWN,
-    }
-
-
 @functools.cache
 def code_version(root: Path = CODE_ROOT) -> dict[str, Any]:
     """{commit, dirty, diff_hash} of the git checkout at ``root``; ``unknown`` for each when
-    it is no checkout or git is missing. A clean tree's diff_hash is None."""
+    it is no checkout or git is missing. diff_hash: of the diff against the commit and the
+    untracked files' names and bytes (None for a clean tree)."""
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
-        return unknown_provenance()["code"]
+        return dict.fromkeys(("commit", "dirty", "diff_hash"), UNKNOWN)
     diff = _git(root, "diff", "HEAD", "--binary", text=False) or b""
     untracked = (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or "").split("\0")
     digest = hashlib.sha256(diff)

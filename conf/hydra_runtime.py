@@ -1,10 +1,5 @@
-"""What Hydra's runtime knows about the running job: its overrides, its sweep, its launcher.
-
-``parse_settings`` turns the composed config into ``conf.schema.Settings`` with this context.
-Only the Hydra side of the application imports this module (``train.py``, the sweep callback
-``modes/sweep.py``): the classes of ``conf/schema.py`` stay free of Hydra, so the modes and the
-training layer load without it.
-"""
+"""What Hydra's runtime knows about the running job: its overrides, its sweep, its launcher;
+``parse_settings`` builds ``conf.schema.Settings`` with them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Sweeps (``python train.py -m ...``): the Hydra callback that checks them before their first
-job and summarises them at the end.
-
-How a job re-run in an existing sweep directory skips or resumes is the train mode's
-(``modes/train.py``). This module stays free of heavy imports: Hydra builds the callback at
-every start, single runs included.
-"""
+"""The Hydra callback that checks a sweep before its first job and summarises it at the end;
+free of heavy imports, since Hydra builds it at every start, single runs included."""
 
 from __future__ import annotations
 

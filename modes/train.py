@@ -1,10 +1,5 @@
-"""``mode=train``: data -> tokenizer -> task -> ``Trainer.fit`` -> a run directory.
-
-The run directory (``output_dir``) gets ``tokenizer.json``, ``checkpoints/best.ckpt`` and
-``last.ckpt`` (self-contained) and its record (``analysis/run_record.py``). With
-``ckpt_path`` the run resumes. Under a multirun, a job re-run in its sweep directory is skipped
-when it completed and resumed when it left a ``last.ckpt``.
-"""
+"""``mode=train``: data -> tokenizer -> task -> ``Trainer.fit`` -> a run directory; a sweep's
+job re-run in its directory is skipped when it completed, resumed when it left a last.ckpt."""
 
 from __future__ import annotations
 
@@ -118,11 +113,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         arch=model_config.arch,
         step=trainer.global_step,
         best_val_loss=float(best) if best is not None else last.get("val/loss"),
-        val_loss=last.get("val/loss"),
-        val_ppl=last.get("val/ppl"),
-        val_bpc=last.get("val/bpc"),
-        val_bpb=last.get("val/bpb"),
-        val_acc=last.get("val/acc"),
+        **{f"val_{name}": last.get(f"val/{name}") for name in ("loss", "ppl", "bpc", "bpb", "acc")},
         tokens_per_sec=task.tokens_per_sec(),
         train_seconds=train_seconds,
         # What the training steps consumed (resumed runs included; validation excluded):
@@ -165,11 +156,9 @@ def parameter_counts(model: Encoder | Decoder) -> dict[str, int]:
 def _sweep_job_state(
     out_dir: Path, resume: str | None, overrides: dict[str, str], rerun_changed: bool = False
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """A sweep job in a directory that may hold an earlier run of it: skip it when that run
-    completed (returning its stored metrics; one that ran other code is named, and trained
-    again from scratch with ``rerun_changed``), resume it from checkpoints/last.ckpt when it
-    got that far; refuse when the earlier run had other settings. A job without a record
-    leaves a "running" one, so that even a job killed before its first checkpoint is
+    """(stored metrics when the job completed already, the checkpoint to resume from) of a
+    sweep job whose directory may hold an earlier run; other settings there are refused. A
+    "running" record is left at once, so that a job killed before its first checkpoint is
     recognised."""
     try:
         stored = read_record(out_dir)
