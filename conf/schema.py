@@ -13,32 +13,10 @@ from typing import Any
 
 from conf.evaluation_config import EvalConfig, ExportConfig, SummaryConfig, SweepConfig
 from conf.features import feature_groups
-from conf.training_config import (
-    BudgetConfig,
-    JobConfig,
-    LoggerConfig,
-    OptimConfig,
-    TrainerConfig,
-)
+from conf.training_config import BudgetConfig as BudgetConfig  # re-exported
+from conf.training_config import JobConfig, LoggerConfig, OptimConfig, TrainerConfig
 from data.config import DataConfig
 from models.config import ModelConfig, from_mapping
-
-__all__ = [
-    "GROUPS",
-    "all_groups",
-    "BudgetConfig",
-    "EvalConfig",
-    "ExportConfig",
-    "JobConfig",
-    "LoggerConfig",
-    "OptimConfig",
-    "Settings",
-    "SummaryConfig",
-    "SweepConfig",
-    "TrainerConfig",
-    "settings_from_tree",
-]
-
 
 GROUPS = {
     "model": ModelConfig,

@@ -103,10 +103,7 @@ class TrainerConfig:
     def trainer_kwargs(self) -> dict[str, Any]:
         """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
         ``budget``)."""
-        kwargs = asdict(self)
-        for own in ("compile", "budget"):
-            kwargs.pop(own)
-        return kwargs
+        return {k: v for k, v in asdict(self).items() if k not in ("compile", "budget")}
 
 
 @dataclass

@@ -1,7 +1,5 @@
-"""``mode=report``: rebuild ``report.html`` of a run or sweep directory
-(``analysis/report_page.py``); and ``refresh``, which every command that adds records to a
-directory (train, a sweep's end, eval, finetune, heads) calls to write its page again.
-"""
+"""``mode=report``: rebuild ``report.html`` of a run or sweep directory; and ``refresh``, which
+every command that adds records to a directory calls to write its page again."""
 
 from __future__ import annotations
 
@@ -18,11 +16,6 @@ if TYPE_CHECKING:  # the report's modules load matplotlib: only when a page is d
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    if settings.job.ckpt_path is None:
-        raise ValueError(
-            "mode=report needs ckpt_path=RUN_DIR or ckpt_path=SWEEP_DIR: the directory whose "
-            "report.html to rebuild"
-        )
     from analysis.report_page import write_report  # matplotlib: only when a page is drawn
 
     target = Path(settings.job.ckpt_path)

@@ -20,7 +20,6 @@ from common.ranks import global_rank
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.tokenizer import save_tokenizer
-from models.transformer import Decoder, Encoder
 from modes import SweepConflict
 from modes.fitting import fit
 from modes.inference import sample_text
@@ -80,7 +79,10 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         bytes_per_token=datamodule.bytes_per_token,
         seconds_budget=settings.trainer.budget.seconds,
     )
-    counts = parameter_counts(task.model)
+    counts = {
+        "params": task.model.num_parameters(exclude_embeddings=True),
+        "params_with_embeddings": task.model.num_parameters(exclude_embeddings=False),
+    }
     if global_rank() == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         save_tokenizer(datamodule.tokenizer, out_dir)
@@ -143,14 +145,6 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         refresh(out_dir)
     finish_logger(trainer)
     return metrics
-
-
-def parameter_counts(model: Encoder | Decoder) -> dict[str, int]:
-    """Parameters without and with the embeddings (the head is tied to them)."""
-    return {
-        "params": model.num_parameters(exclude_embeddings=True),
-        "params_with_embeddings": model.num_parameters(exclude_embeddings=False),
-    }
 
 
 def _sweep_job_state(

@@ -1,12 +1,6 @@
-"""Sentence log-likelihoods, the scores of minimal pairs: a decoder's sum of token
-log-probabilities, an encoder's pseudo-log-likelihood (PLL: each token masked in turn and
-predicted from the rest; Salazar et al. 2020, "Masked Language Model Scoring").
-
-Pure torch: token id sequences in, one float64 score in nats per sequence out. The caller
-frames each sentence as the model read text in training (``pair_sets.frame_sentence``): a
-decoder's sequence starts with the EOS that ends the document before it, and every token after
-that one is scored; an encoder's is ``[CLS] sentence [SEP]``, and every token between the two
-is scored. Both run the network in eval mode (no dropout) without gradients.
+"""Sentence log-likelihoods in nats, the scores of minimal pairs: a decoder's sum of token
+log-probabilities, an encoder's pseudo-log-likelihood (each token masked in turn; Salazar et al.
+2020), both in eval mode without gradients.
 """
 
 from __future__ import annotations
