@@ -63,9 +63,8 @@ def run(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 
 def execute(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> float | None:
-    """``run`` under tinylm's exit policy; returns the best validation loss (Hydra sweepers
-    may read it). A user error prints one clear message and exits 1; an interruption exits
-    130/143; under a multirun, a failing job is recorded as failed and the sweep goes on."""
+    """``run`` under tinylm's exit policy, returning the best validation loss for Hydra's
+    sweepers; under a multirun, a failing job is recorded as failed and the sweep goes on."""
     try:
         metrics = run(cfg, callbacks)
     except modes.Interrupted as err:
@@ -101,8 +100,7 @@ def exit_on_user_error(err: Exception) -> None:
 
 
 def check_arguments(args: Sequence[str]) -> None:
-    """Unknown keys and group choices in ``args``, answered under the exit policy before Hydra
-    composes: a sweep with one starts no job."""
+    """``check_command_line`` under the exit policy: a sweep with a mistyped key starts no job."""
     try:
         check_command_line(args)
     except ValueError as err:

@@ -23,8 +23,7 @@ _GIT_SECONDS = 20  # a git command that takes longer (a hung mount) leaves the v
 
 
 def provenance(precision: str | None, accelerator: str = "cpu") -> dict[str, Any]:
-    """This process's provenance, with the ``precision`` actually used and the device that
-    ``accelerator`` (trainer.accelerator) ran on."""
+    """This process's provenance, with the ``precision`` used and ``accelerator``'s device."""
     return {
         "code": code_version(),
         "versions": library_versions(),
@@ -69,8 +68,7 @@ def library_versions() -> dict[str, str]:
 
 
 def device_name(accelerator: str) -> str:
-    """The GPU's name when ``accelerator`` runs on one (gpu, cuda, or auto with one there),
-    else the CPU's model."""
+    """The GPU's name when ``accelerator`` runs on one, else the CPU's model."""
     if accelerator in ("gpu", "cuda", "auto"):
         import torch  # only here: reading a record's provenance needs no torch
 
@@ -106,8 +104,8 @@ def _git(root: Path, *args: str, text: bool = True) -> Any:
 
 
 def code_label(recorded: dict[str, Any] | None) -> str:
-    """A recorded provenance's code version in a few words: ``commit 1a2b3c4`` with
-    ``(dirty, diff 5d6e...)`` after it when it had uncommitted changes, or ``unknown``."""
+    """A recorded provenance's code version in a few words: ``commit 1a2b3c4``, with
+    ``(dirty, diff 5d6e...)`` after it when it had uncommitted changes."""
     code = (recorded or {}).get("code") or {}
     commit = code.get("commit", UNKNOWN)
     if commit == UNKNOWN:
@@ -124,8 +122,7 @@ def same_code(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 
 def differing_runs(runs: Sequence[tuple[str, dict[str, Any] | None]]) -> str | None:
     """One line naming the runs (name, recorded provenance) whose code or library versions
-    differ from the most common ones, with the values that differ (a run recorded before
-    provenance existed: "no provenance recorded"); None when all agree."""
+    differ from the most common ones, with the values that differ; None when all agree."""
     known = [_signature(recorded) for _, recorded in runs if recorded]
     fields = [
         field

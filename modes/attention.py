@@ -38,10 +38,8 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 
 def attention_figure(attentions: Sequence[Any], tokens: Sequence[str], title: str = "") -> Figure:
-    """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``.
-
-    ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns).
-    """
+    """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``;
+    ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns)."""
     num_layers, num_heads = len(attentions), attentions[0].shape[0]
     size = max(2.0, 0.25 * len(tokens))
     fig, axes = plt.subplots(

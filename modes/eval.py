@@ -90,9 +90,8 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 
 
 def check_no_feature_settings(settings: Settings, ckpt: Path) -> None:
-    """A language model given the settings of a feature whose own checkpoints ``mode=eval``
-    hands it (``finetune.*`` chooses a fine-tuned classifier's labelled text): refused, not
-    ignored."""
+    """The settings of a feature whose checkpoints ``mode=eval`` hands it (``finetune.*``) are
+    refused, not ignored, with a language model's checkpoint."""
     for feature in (f for f in features() if f.checkpoint_key):
         keys = [k for k in settings.overrides if k.partition(".")[0] in feature.groups]
         if keys:
@@ -159,6 +158,5 @@ def _stride(stride: int | None, arch: str, window: int) -> int | None:
 
 
 def record_identity(record: dict[str, Any]) -> str:
-    """What makes two evaluation records the same evaluation (``IDENTITY``, with the
-    defaults of records written before a key existed): a re-run replaces its match."""
+    """What makes two evaluation records the same evaluation: a re-run replaces its match."""
     return stable_hash(*(record.get(key, _IDENTITY_DEFAULTS.get(key)) for key in IDENTITY))

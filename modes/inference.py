@@ -41,13 +41,10 @@ def checkpoints_to_evaluate(target: Path) -> list[Path]:
         raise FileNotFoundError(f"ckpt_path={target} does not exist")
     check_not_hf_export(target)
     own = target / "checkpoints" / "best.ckpt"
-    found = (
-        [own]
-        if own.is_file()
-        else sorted(
-            target.glob("*/checkpoints/best.ckpt"),
-            key=lambda p: natural_key(p.parent.parent.name),
-        )
+    if own.is_file():
+        return [own]
+    found = sorted(
+        target.glob("*/checkpoints/best.ckpt"), key=lambda p: natural_key(p.parent.parent.name)
     )
     if not found:
         raise FileNotFoundError(
@@ -125,8 +122,11 @@ def fill_mask_text(model: Encoder, tokenizer: Tokenizer, prompt: str | None) -> 
     return "\n".join(lines)
 
 
-def sample_text(model: Encoder | Decoder, tokenizer: Tokenizer, job: JobConfig) -> str:
-    """A decoder's continuation of ``job.prompt`` (default "The"), or an encoder's fill-mask."""
+def sample_text(
+    model: Encoder | Decoder, tokenizer: Tokenizer, job: JobConfig, default_prompt: str = ""
+) -> str:
+    """A decoder's continuation of ``job.prompt`` (else ``default_prompt``), or an encoder's
+    fill-mask."""
     if isinstance(model, Decoder):
-        return generate_text(model, tokenizer, job, job.prompt or "The")
+        return generate_text(model, tokenizer, job, job.prompt or default_prompt)
     return fill_mask_text(model, tokenizer, job.prompt)

@@ -46,8 +46,7 @@ class SweepSummary(Callback):
 
 
 def write_summary(sweep_dir: Path, target_loss: float | None = None) -> Report | None:
-    """The sweep's summary files (``analysis/sweep_summary.py``), each named on stdout; the
-    report they render, for its page (None: no run)."""
+    """The sweep's summary files, each named on stdout; the report they render (None: no run)."""
     from analysis.report import build_report  # matplotlib: when a sweep ends
     from analysis.sweep_summary import write_summary_files
 
@@ -58,8 +57,7 @@ def write_summary(sweep_dir: Path, target_loss: float | None = None) -> Report |
 
 
 def check_launcher(launcher: DictConfig) -> None:
-    """What a launcher needs, checked before it starts any job: a positive number of parallel
-    jobs (joblib), ``sbatch`` on this machine (SLURM)."""
+    """Before any job: a positive number of parallel jobs (joblib), ``sbatch`` here (SLURM)."""
     parallel_jobs(launcher)
     if str(launcher.get("_target_", "")).endswith("SlurmLauncher") and not shutil.which("sbatch"):
         raise ValueError(

@@ -225,6 +225,6 @@ def _final_report(
             print(f"{key:>16}: {metrics[key]:.4f}")
     # Eager even when trained compiled: each new length while generating would recompile.
     with torch.compiler.set_stance("force_eager"):
-        sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
+        sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job, "The")
     print(f"\n--- sample ---\n{sample}\n")
     return sample

@@ -1,6 +1,5 @@
 """``mode=pairs``: minimal-pair accuracy of checkpoints, per paradigm and over all pairs, each
-a record of ``eval.jsonl`` (features/pairs/README.md). A pair is correct when its good sentence
-scores strictly higher: a tie is wrong (BLiMP's rule), so a model that scores alike gets 0."""
+a record of ``eval.jsonl`` (features/pairs/README.md)."""
 
 from __future__ import annotations
 
@@ -134,7 +133,8 @@ def evaluate_pairs(
 
 
 def pair_accuracy(good: Tensor, bad: Tensor) -> dict[str, Any]:
-    """Accuracy (good strictly above bad), its binomial standard error, the pairs and ties."""
+    """Accuracy (good strictly above bad: a tie is wrong, BLiMP's rule), its binomial standard
+    error, the pairs and ties."""
     n = len(good)
     accuracy = float((good > bad).sum()) / n
     return {

@@ -20,11 +20,9 @@ MAX_TOKENS = 8192
 def decoder_log_likelihoods(
     model: Decoder, sequences: Sequence[Sequence[int]], max_tokens: int = MAX_TOKENS
 ) -> Tensor:
-    """``sum_{i >= 1} log p(x_i | x_<i)`` of each sequence, float64 [N].
-
-    Sequences of similar length share a forward pass, right-padded: causal attention keeps
-    the padding out of every real token's logits, so no mask is needed.
-    """
+    """``sum_{i >= 1} log p(x_i | x_<i)`` of each sequence, float64 [N]. Sequences of similar
+    length share a forward pass, right-padded: causal attention keeps the padding out of every
+    real token's logits, so no mask is needed."""
     _check_lengths(sequences, 2, "a decoder scores the tokens after the first")
     scores = torch.zeros(len(sequences), dtype=torch.float64)
     device = next(model.parameters()).device
@@ -49,12 +47,9 @@ def pseudo_log_likelihoods(
     mask_id: int,
     max_tokens: int = MAX_TOKENS,
 ) -> Tensor:
-    """``sum_i log p(x_i | x with x_i masked)`` over each sequence's inner tokens (all but the
-    first and the last: [CLS] and [SEP]), float64 [N].
-
-    A sequence of n inner tokens is n rows, row i masking token i; the rows of sequences of
-    similar length share a forward pass, right-padded under an attention mask.
-    """
+    """``sum_i log p(x_i | x with x_i masked)`` over each sequence's tokens between [CLS] and
+    [SEP], float64 [N]: n inner tokens are n rows, row i masking token i; the rows of sequences
+    of similar length share a forward pass, right-padded under an attention mask."""
     _check_lengths(sequences, 3, "an encoder scores the tokens between [CLS] and [SEP]")
     scores = torch.zeros(len(sequences), dtype=torch.float64)
     device = next(model.parameters()).device
