@@ -1,9 +1,5 @@
-"""tinylm's single entry point: ``python train.py [mode=train|eval|generate|attention|export]``.
-
-``main`` is the Hydra wrapper and ``execute`` its error and exit policy; ``run(cfg)`` validates
-the configuration into ``Settings`` and hands it to the module of ``cfg.mode`` (``modes/``).
-Tests call ``run`` and ``execute`` directly. The map of the code is ARCHITECTURE.md.
-"""
+"""tinylm's single entry point, ``python train.py [mode=NAME] [KEY=VALUE ...]``: ``main`` is
+the Hydra wrapper, ``execute`` its exit policy, ``run`` the job (tests call both directly)."""
 
 from __future__ import annotations
 
@@ -67,9 +63,8 @@ def run(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 
 def execute(cfg: DictConfig, callbacks: Sequence[Any] = ()) -> float | None:
-    """``run`` under tinylm's exit policy; returns the best validation loss (Hydra sweepers
-    may read it). A user error prints one clear message and exits 1; an interruption exits
-    130/143; under a multirun, a failing job is recorded as failed and the sweep goes on."""
+    """``run`` under tinylm's exit policy, returning the best validation loss for Hydra's
+    sweepers; under a multirun, a failing job is recorded as failed and the sweep goes on."""
     try:
         metrics = run(cfg, callbacks)
     except modes.Interrupted as err:
@@ -105,8 +100,7 @@ def exit_on_user_error(err: Exception) -> None:
 
 
 def check_arguments(args: Sequence[str]) -> None:
-    """Unknown keys and group choices in ``args``, answered under the exit policy before Hydra
-    composes: a sweep with one starts no job."""
+    """``check_command_line`` under the exit policy: a sweep with a mistyped key starts no job."""
     try:
         check_command_line(args)
     except ValueError as err:
@@ -124,15 +118,9 @@ _HYDRA_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
 
 
 def verbatim_prompt(args: Sequence[str]) -> list[str]:
-    """Command-line arguments with ``prompt=TEXT`` rewritten as Hydra's quoted string of TEXT.
-
-    A prompt is free text: brackets, commas, ``=``, quotes and ``${`` mean something in
-    Hydra's override grammar, so ``prompt=The [MASK] is, as ever, = good`` (one shell word)
-    would be rejected or read as a list. Quoting it here, before Hydra parses anything, makes
-    Hydra read TEXT as typed while the override is still recorded (and shown in the run's
-    config) as usual. A value already quoted whole (``prompt="..."``, the form earlier
-    versions needed) is left to Hydra, so old commands keep their meaning.
-    """
+    """Command-line arguments with ``prompt=TEXT`` rewritten as Hydra's quoted string of TEXT,
+    so that free text (brackets, commas, ``=``, quotes, ``${``) reads as typed rather than as
+    Hydra's override grammar. A value already quoted whole is left to Hydra."""
     return [_quote_prompt(arg) if arg.startswith("prompt=") else arg for arg in args]
 
 

@@ -1,5 +1,4 @@
-"""The one way tinylm writes a file that others may be reading (caches, metrics, checkpoints,
-records), and the stable short hash that names cached pieces and evaluation records."""
+"""Atomic file writes, for files that others may be reading, and stable short hashes."""
 
 from __future__ import annotations
 
@@ -23,12 +22,9 @@ def stable_hash(*parts: object) -> str:
 
 
 def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
-    """Call ``write`` on a temporary file beside ``path``, fsync, then ``os.replace`` it.
-
-    A reader (or a crash mid-write) sees the old file or the new one, never half of one. The
-    temporary name is unique, so processes that write the same path at once all succeed, and
-    the last one wins. On any error the temporary file is removed and ``path`` is untouched.
-    """
+    """Call ``write`` on a temporary file beside ``path``, fsync, then ``os.replace`` it: a
+    reader (or a crash) sees the old file or the new one, never half of one, and writers of
+    the same path at once all succeed (the last one wins)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")

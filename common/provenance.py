@@ -1,11 +1,5 @@
 """What produced a result: the code version, the library versions, the device, the precision
-and the command line, recorded in every run's record and every evaluation record.
-
-The code version is the checkout's git commit, whether its tree had uncommitted changes, and
-a hash of those changes (the diff against the commit and the untracked files' names and
-bytes), so two dirty runs with the same hash ran the same code. Outside a git checkout, or
-without git, each of them reads ``unknown``, as do runs recorded before this existed.
-"""
+and the command line, recorded in every run's record and every evaluation record."""
 
 from __future__ import annotations
 
@@ -29,8 +23,7 @@ _GIT_SECONDS = 20  # a git command that takes longer (a hung mount) leaves the v
 
 
 def provenance(precision: str | None, accelerator: str = "cpu") -> dict[str, Any]:
-    """This process's provenance, with the ``precision`` actually used and the device that
-    ``accelerator`` (trainer.accelerator) ran on."""
+    """This process's provenance, with the ``precision`` used and ``accelerator``'s device."""
     return {
         "code": code_version(),
         "versions": library_versions(),
@@ -40,24 +33,14 @@ def provenance(precision: str | None, accelerator: str = "cpu") -> dict[str, Any
     }
 
 
-def unknown_provenance() -> dict[str, Any]:
-    """How a run recorded before provenance existed reads."""
-    return {
-        "code": {"commit": UNKNOWN, "dirty": UNKNOWN, "diff_hash": UNKNOWN},
-        "versions": dict.fromkeys(("python", *LIBRARIES), UNKNOWN),
-        "device": UNKNOWN,
-        "precision": UNKNOWN,
-        "command": UNKNOWN,
-    }
-
-
 @functools.cache
 def code_version(root: Path = CODE_ROOT) -> dict[str, Any]:
     """{commit, dirty, diff_hash} of the git checkout at ``root``; ``unknown`` for each when
-    it is no checkout or git is missing. A clean tree's diff_hash is None."""
+    it is no checkout or git is missing. diff_hash: of the diff against the commit and the
+    untracked files' names and bytes (None for a clean tree)."""
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
-        return unknown_provenance()["code"]
+        return dict.fromkeys(("commit", "dirty", "diff_hash"), UNKNOWN)
     diff = _git(root, "diff", "HEAD", "--binary", text=False) or b""
     untracked = (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or "").split("\0")
     digest = hashlib.sha256(diff)
@@ -85,8 +68,7 @@ def library_versions() -> dict[str, str]:
 
 
 def device_name(accelerator: str) -> str:
-    """The GPU's name when ``accelerator`` runs on one (gpu, cuda, or auto with one there),
-    else the CPU's model."""
+    """The GPU's name when ``accelerator`` runs on one, else the CPU's model."""
     if accelerator in ("gpu", "cuda", "auto"):
         import torch  # only here: reading a record's provenance needs no torch
 
@@ -122,8 +104,8 @@ def _git(root: Path, *args: str, text: bool = True) -> Any:
 
 
 def code_label(recorded: dict[str, Any] | None) -> str:
-    """A recorded provenance's code version in a few words: ``commit 1a2b3c4`` with
-    ``(dirty, diff 5d6e...)`` after it when it had uncommitted changes, or ``unknown``."""
+    """A recorded provenance's code version in a few words: ``commit 1a2b3c4``, with
+    ``(dirty, diff 5d6e...)`` after it when it had uncommitted changes."""
     code = (recorded or {}).get("code") or {}
     commit = code.get("commit", UNKNOWN)
     if commit == UNKNOWN:
@@ -140,8 +122,7 @@ def same_code(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 
 def differing_runs(runs: Sequence[tuple[str, dict[str, Any] | None]]) -> str | None:
     """One line naming the runs (name, recorded provenance) whose code or library versions
-    differ from the most common ones, with the values that differ (a run recorded before
-    provenance existed: "no provenance recorded"); None when all agree."""
+    differ from the most common ones, with the values that differ; None when all agree."""
     known = [_signature(recorded) for _, recorded in runs if recorded]
     fields = [
         field

@@ -1,15 +1,8 @@
 """The command line's keys and group choices, checked before Hydra composes anything.
 
-Hydra answers a mistyped key (``model.num_head=4``) with advice to add ``+``, after which
-tinylm's did-you-mean comes only on a second try, and a mistyped group choice (``model=gtp``)
-with its search path. Checked here on the command line's own words, read with Hydra's
-argument and override parsers, both get one line before any data is read or any job of a
-sweep starts. Each group's keys are its dataclass's fields (``conf.schema.all_groups``, the top
-level ``JobConfig``); its choices are ``conf/GROUP/*.yaml``. A retired key, or one a feature
-took over (``conf.features.moved_keys``), is named with what replaces it. Values are left to the
-dataclasses, which see them composed. ``hydra.*`` and ``hydra/...`` overrides are Hydra's, but
-for ``hydra.sweeper.params.KEY``: its KEY is checked as the Optuna search's, and the override
-is refused (Hydra cannot set it from the command line) with the form that searches KEY.
+Hydra answers a mistyped key (``model.num_head=4``) with advice to add ``+``, and a mistyped
+group choice (``model=gtp``) with its search path; here both get one line with a did-you-mean
+before any data is read or any job of a sweep starts. Values are left to the dataclasses.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The settings of the commands that read a trained checkpoint: ``eval``, ``summary``,
-``sweep`` and ``export``; each dataclass validates itself (conf/schema.py gathers them)."""
+"""The ``eval``, ``summary``, ``sweep`` and ``export`` groups (docs/evaluation.md, sweeps.md,
+export.md), each validating itself."""
 
 from __future__ import annotations
 
@@ -13,16 +13,9 @@ WEIGHTS = ("trained", "untrained")
 
 @dataclass
 class EvalConfig:
-    """The ``eval`` block of conf/config.yaml: what ``mode=eval`` scores, and how.
-
-    stride: sliding windows of ``max_seq_len`` tokens, each scoring its last ``stride``
-    tokens (every token once, with up to ``max_seq_len - stride`` tokens of extra context);
-    None = ``max_seq_len``, non-overlapping windows. Checked against the checkpoint's
-    ``max_seq_len`` when it is read.
-    weights: ``trained`` (the checkpoint's) or ``untrained``: a fresh network of the
-    checkpoint's shape drawn from ``seed``, the baseline that trained weights must beat (the
-    features' evaluations that score tinylm's network read it too).
-    """
+    """How ``mode=eval`` scores. stride: windows of ``max_seq_len`` slide by it (None: by
+    ``max_seq_len``; checked against the checkpoint's when it is read). weights: ``trained``, or
+    ``untrained``: a fresh network of the checkpoint's shape drawn from ``seed``."""
 
     stride: int | None = None
     weights: str = "trained"
@@ -44,12 +37,8 @@ class EvalConfig:
 
 @dataclass
 class SummaryConfig:
-    """The ``summary`` block of conf/config.yaml: what the sweep summary adds.
-
-    target_loss: report, per configuration, the steps, tokens, FLOPs and seconds at which
-        validation loss first reached it (``analysis/time_to_target.py``); None = not reported.
-        Not a setting of the jobs: a sweep re-run with another value rewrites the summary.
-    """
+    """What the sweep summary adds. target_loss: the compute at which each configuration's
+    validation loss first reached it; not a setting of the jobs."""
 
     target_loss: float | None = None
 
@@ -61,11 +50,8 @@ class SummaryConfig:
 
 @dataclass
 class SweepConfig:
-    """The ``sweep`` block of conf/config.yaml: how a sweep re-run treats its finished jobs.
-
-    rerun_changed: train a completed job again when the code it ran (its recorded commit and
-        uncommitted diff) differs from this checkout's; false reuses it and says so.
-    """
+    """How a sweep re-run treats its finished jobs. rerun_changed: train a completed job again
+    when the code it ran differs from this checkout's (false: reuse it, and say so)."""
 
     rerun_changed: bool = False
 
@@ -75,14 +61,8 @@ class SweepConfig:
 
 @dataclass
 class ExportConfig:
-    """The ``export`` block of conf/config.yaml: what ``mode=export`` writes, and where.
-
-    format: safetensors (tinylm's own file, the config in its metadata) or hf (a folder that
-    Hugging Face ``transformers`` loads as GPT2LMHeadModel, GPTNeoXForCausalLM (rope) or
-    BertForMaskedLM).
-    path: the output file (safetensors) or folder (hf); None puts it beside the checkpoint.
-    overwrite: replace an existing output; without it an existing one is refused.
-    """
+    """What ``mode=export`` writes (``format``: safetensors or hf), where (``path``; None:
+    beside the checkpoint), and whether it may replace an existing output."""
 
     format: str = "safetensors"
     path: str | None = None

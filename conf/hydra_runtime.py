@@ -1,10 +1,5 @@
-"""What Hydra's runtime knows about the running job: its overrides, its sweep, its launcher.
-
-``parse_settings`` turns the composed config into ``conf.schema.Settings`` with this context.
-Only the Hydra side of the application imports this module (``train.py``, the sweep callback
-``modes/sweep.py``): the classes of ``conf/schema.py`` stay free of Hydra, so the modes and the
-training layer load without it.
-"""
+"""What Hydra's runtime knows about the running job: its overrides, its sweep, its launcher;
+``parse_settings`` builds ``conf.schema.Settings`` with them."""
 
 from __future__ import annotations
 
@@ -45,9 +40,8 @@ def job_num() -> int:
 
 
 def swept_keys() -> list[str]:
-    """The keys this job's multirun sweeps (``model.dropout=0.0,0.1``; an Optuna search's
-    ``optim.lr=interval(1e-4,1e-2)``, also from ``hydra.sweeper.params``), from the
-    ``multirun.yaml`` written at the sweep's start; empty for a single run."""
+    """The keys this job's multirun sweeps, command line and ``hydra.sweeper.params`` alike,
+    from the ``multirun.yaml`` written at the sweep's start; empty for a single run."""
     directory = sweep_dir()
     record = directory / "multirun.yaml" if directory else None
     if record is None or not record.is_file():
@@ -67,9 +61,8 @@ def sweep_dir() -> Path | None:
 
 
 def parallel_jobs(launcher: DictConfig | None = None) -> int:
-    """Jobs a parallel launcher (Hydra's joblib plugin: ``hydra.launcher.n_jobs``) runs at once
-    here, as joblib counts them (-1 = one per core); 1 for the sequential launchers. ``launcher``
-    defaults to this job's ``hydra.launcher``."""
+    """Jobs a parallel launcher (``hydra.launcher.n_jobs``, as joblib counts them) runs at once
+    here; 1 for the sequential launchers. ``launcher``: this job's by default."""
     if launcher is None:
         if not HydraConfig.initialized():
             return 1

@@ -1,15 +1,7 @@
 """The configuration of one job: a dataclass per config group, validated once, into ``Settings``.
 
-Each Hydra group maps 1:1 onto a dataclass that checks itself on creation: ``model`` onto
-``models.config.ModelConfig``, ``data`` onto ``data.config.DataConfig``, and ``trainer``,
-``logger``, ``optim`` and the top-level keys (``JobConfig``) onto ``conf/training_config.py``'s
-classes, ``eval``, ``summary``, ``export`` and ``heads`` onto ``conf/evaluation_config.py``'s,
-and each feature's groups onto the feature's own classes (``conf/features.py``).
-``settings_from_tree`` builds them all before any data is touched, so a typo costs seconds, not
-a tokenization run. Nothing here reads files or Hydra's runtime state (the job's overrides and
-sweep: ``conf/hydra_runtime.py``), so the training layer imports these classes without Hydra:
-holding settings against a checkpoint is its job (``training/checkpoint.py``), checking data
-files the data layer's.
+Free of Hydra (its runtime state is ``conf/hydra_runtime.py``'s), so that the training layer
+imports these classes without it.
 """
 
 from __future__ import annotations
@@ -19,49 +11,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conf.evaluation_config import (
-    EXPORT_FORMATS,
-    WEIGHTS,
-    EvalConfig,
-    ExportConfig,
-    SummaryConfig,
-    SweepConfig,
-)
+from conf.evaluation_config import EvalConfig, ExportConfig, SummaryConfig, SweepConfig
 from conf.features import feature_groups
-from conf.training_config import (
-    LOGGERS,
-    OPTIMIZERS,
-    PRECISIONS,
-    BudgetConfig,
-    JobConfig,
-    LoggerConfig,
-    OptimConfig,
-    TrainerConfig,
-)
+from conf.training_config import BudgetConfig as BudgetConfig  # re-exported
+from conf.training_config import JobConfig, LoggerConfig, OptimConfig, TrainerConfig
 from data.config import DataConfig
 from models.config import ModelConfig, from_mapping
-
-__all__ = [
-    "EXPORT_FORMATS",
-    "GROUPS",
-    "all_groups",
-    "LOGGERS",
-    "OPTIMIZERS",
-    "PRECISIONS",
-    "WEIGHTS",
-    "BudgetConfig",
-    "EvalConfig",
-    "ExportConfig",
-    "JobConfig",
-    "LoggerConfig",
-    "OptimConfig",
-    "Settings",
-    "SummaryConfig",
-    "SweepConfig",
-    "TrainerConfig",
-    "settings_from_tree",
-]
-
 
 GROUPS = {
     "model": ModelConfig,
@@ -84,9 +39,7 @@ class Settings:
     ``model.vocab_size`` and ``model.pad_token_id`` are None here: the tokenizer decides them.
     ``overrides`` are this job's ``key=value`` command-line overrides (under a multirun, the
     swept values); ``sweep_dir`` is the multirun's directory, None for a single run;
-    ``job_num`` the job's number in it; ``parallel_jobs`` how many jobs a parallel launcher
-    runs at once on this machine (1 otherwise); ``swept`` the keys the multirun sweeps.
-    A ``heads.*`` setting given to a mode that does not read it (any but eval) is refused.
+    ``parallel_jobs`` how many jobs a parallel launcher runs at once here (1 otherwise).
     """
 
     job: JobConfig
@@ -141,10 +94,8 @@ def all_groups() -> dict[str, type]:
 
 
 def settings_from_tree(tree: Mapping[str, Any], **context: Any) -> Settings:
-    """Validate every config group of ``tree`` (the resolved config as plain types) before any
-    data is touched; ``context`` holds the job's fields of ``Settings`` beyond the groups
-    (overrides, sweep_dir, job_num, parallel_jobs, swept), which Hydra's runtime knows
-    (``conf.hydra_runtime.parse_settings``)."""
+    """Validate every config group of ``tree`` (the resolved config as plain types); ``context``
+    holds the fields of ``Settings`` that Hydra's runtime knows (overrides, sweep_dir, ...)."""
     extra = feature_groups()
     top = {k: v for k, v in tree.items() if k not in {*GROUPS, *extra, "hydra"}}
     groups = {name: from_mapping(cls, tree[name], f"{name}.") for name, cls in GROUPS.items()}

@@ -1,6 +1,5 @@
-"""The settings of training: the ``trainer`` (with its ``trainer.budget``), ``logger``, ``optim``
-groups and the top-level keys (``JobConfig``); each dataclass validates itself (conf/schema.py
-gathers every group into ``Settings``)."""
+"""The ``trainer`` (with ``trainer.budget``), ``logger`` and ``optim`` groups and the top-level
+keys (``JobConfig``), each validating itself (docs/training.md, docs/sweeps.md)."""
 
 from __future__ import annotations
 
@@ -16,16 +15,8 @@ LOGGERS = ("wandb", "tensorboard", "csv", "none")
 
 @dataclass
 class BudgetConfig:
-    """``trainer.budget``: the compute each job of a sweep gets, so that arms whose steps cost
-    differently are compared at equal compute (``training/budget.py`` turns it into steps or a
-    stop). At most one is set; None for all = ``trainer.max_steps`` decides.
-
-    tokens: tokens trained on, counted as batch_size x max_seq_len per micro-batch (exact for
-        packed decoder blocks; an upper bound for encoder batches padded to their longest row).
-    flops: training FLOPs, the model's ``flops_per_token`` (forward + backward) x tokens.
-    seconds: wall time of the training steps, validation excluded; the learning-rate schedule
-        then decays over the time spent instead of the steps taken.
-    """
+    """``trainer.budget``: the tokens, FLOPs or seconds each job trains for, at most one of them
+    (``training/budget.py``); none: ``trainer.max_steps`` decides."""
 
     tokens: int | None = None
     flops: float | None = None
@@ -52,10 +43,8 @@ class BudgetConfig:
 
 @dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and
-    ``budget`` (a ``BudgetConfig``).
-
-    No defaults here: ``conf/trainer/*.yaml`` is the one place they are written."""
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and ``budget``;
+    no defaults: ``conf/trainer/*.yaml`` is the one place they are written."""
 
     # The blocks below a key, each its own dataclass (conf.command_line checks their keys).
     NESTED: ClassVar[dict[str, type]] = {"budget": BudgetConfig}
@@ -114,10 +103,7 @@ class TrainerConfig:
     def trainer_kwargs(self) -> dict[str, Any]:
         """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
         ``budget``)."""
-        kwargs = asdict(self)
-        for own in ("compile", "budget"):
-            kwargs.pop(own)
-        return kwargs
+        return {k: v for k, v in asdict(self).items() if k not in ("compile", "budget")}
 
 
 @dataclass
@@ -144,15 +130,9 @@ OPTIMIZERS = ("adamw", "muon")
 
 @dataclass
 class OptimConfig:
-    """The ``optim`` group (``conf/optim/adamw.yaml``, ``muon.yaml``): the optimiser and its
-    schedule, linear warmup then cosine decay, which scales every learning rate below.
-
-    kind: "adamw" (every parameter) or "muon" (Muon for the 2-D weight matrices inside the
-        blocks, AdamW for the embeddings, the tied head, norms and biases).
-    lr, weight_decay, beta1, beta2: AdamW's (decay on matrices only, never biases or norms).
-    muon_lr, muon_momentum, muon_weight_decay: Muon's; set for kind=muon only. Checkpoints
-        saved before the group existed lack kind and these: they were AdamW runs.
-    """
+    """The optimiser (``kind``: adamw, or muon for the blocks' matrices with AdamW for the
+    rest) and its schedule, linear warmup then cosine decay. The muon_* fields are set for muon
+    only; checkpoints saved before the group existed lack them and kind: AdamW runs."""
 
     lr: float
     weight_decay: float
@@ -205,10 +185,8 @@ class OptimConfig:
 
 @dataclass
 class JobConfig:
-    """The top-level keys of ``conf/config.yaml``: what to do, and the generation options.
-
-    ``mode`` is checked against the registry of modes (``modes.find``) before this is built.
-    """
+    """The top-level keys of ``conf/config.yaml``: what to do, and the generation options
+    (``mode`` is checked by ``modes.find`` before this is built)."""
 
     mode: str
     seed: int

@@ -1,10 +1,6 @@
-"""tinylm's features for Hydra (``conf/features.py``), found at every start: each feature
-group's defaults as the config ``feature_settings`` that ``conf/config.yaml`` includes, each
-feature's config folder on Hydra's search path, and the Hydra plugins a feature brings (the
-Optuna search's sweeper) where Hydra's plugin scan finds them.
-
-Hydra imports every module of the ``hydra_plugins`` namespace before it composes a config (for
-``python train.py`` and for the compose API alike), which is why the defaults are stored here.
+"""tinylm's features for Hydra: each feature group's defaults as the config ``feature_settings``,
+each feature's config folder on the search path, and its Hydra plugins. They live here because
+Hydra imports this namespace before it composes any config (``train.py`` and compose alike).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The commands of ``python train.py mode=NAME``: the core's modules here, the features' found
-in their folders (``conf/features.py``).
-
-Each mode's module has ``run(settings, callbacks=()) -> dict`` returning the job's results.
-``find`` is what checks ``mode=``, so adding a core mode is one module and one line here.
-Modules are imported on demand: ``mode=generate`` never pays for what training imports.
-"""
+"""The commands of ``python train.py mode=NAME``, each a module with ``run(settings,
+callbacks=()) -> dict``, imported on demand (``mode=generate`` pays nothing for training)."""
 
 from __future__ import annotations
 

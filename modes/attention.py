@@ -29,28 +29,17 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     # Decoded one by one, so byte-level BPE shows " class" rather than "Ġclass".
     tokens = [tokenizer.decode([i]) or tokenizer.id_to_token(i) for i in ids]
     out = Path(settings.job.ckpt_path).parent / "attention.png"
-    plot_attention(
-        [a[0].numpy() for a in attentions], tokens, out, title=f"{loaded.config.arch}: {prompt!r}"
-    )
+    maps = [a[0].numpy() for a in attentions]
+    fig = attention_figure(maps, tokens, title=f"{loaded.config.arch}: {prompt!r}")
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
     print(f"wrote {out}")
     return {"png": str(out), "tokens": tokens}
 
 
-def plot_attention(
-    attentions: Sequence[Any], tokens: Sequence[str], out_path: Path, title: str = ""
-) -> Path:
-    """Save ``attention_figure`` as a PNG."""
-    fig = attention_figure(attentions, tokens, title)
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return out_path
-
-
 def attention_figure(attentions: Sequence[Any], tokens: Sequence[str], title: str = "") -> Figure:
-    """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``.
-
-    ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns).
-    """
+    """A grid of every layer's (rows) and head's (columns) attention map over ``tokens``;
+    ``attentions``: one array per layer of shape [H, T, T] (query rows, key columns)."""
     num_layers, num_heads = len(attentions), attentions[0].shape[0]
     size = max(2.0, 0.25 * len(tokens))
     fig, axes = plt.subplots(

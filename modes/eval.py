@@ -1,21 +1,5 @@
-"""``mode=eval``: score a checkpoint, a run directory or every run of a sweep directory.
-
-Without data on the command line, each checkpoint is scored on its own run's split
-(``data.split``: validation or test). With data on it (``data=...``, ``data.path=...``,
-``data.name=...``: where text comes from), all of that text is scored, nothing carved off
-(which data that is, and its counts, are the data layer's: ``data.evaluation``). A decoder
-reads the text in windows of ``max_seq_len`` tokens sliding by ``eval.stride``; an encoder's
-masks are drawn from ``seed``, so two evaluations of one checkpoint agree.
-
-With ``eval.weights=untrained``, each checkpoint's network is replaced by a fresh one of its
-shape drawn from ``seed``: the untrained baseline. Text is scored in the trainer's precision
-(trainer=cpu: bf16-mixed where the CPU has native bfloat16, ``training/precision.py``), named
-in the record. Other evaluations are features' modes (``mode=NAME``, ``features/``).
-
-Each evaluation is a record (what was scored, how much of it, the metrics) in ``eval.jsonl``
-beside the checkpoint (or in the sweep directory); running the same evaluation again
-replaces its own record and keeps every other.
-"""
+"""``mode=eval``: score a checkpoint, a run directory or every run of a sweep directory on text
+(docs/evaluation.md), each evaluation a record in ``eval.jsonl`` that a re-run replaces."""
 
 from __future__ import annotations
 
@@ -59,9 +43,8 @@ COLUMNS = (
     "acc",
 )
 METRICS = ("loss", "ppl", "bpc", "bpb", "acc")
-# What makes two records the same evaluation: a re-run replaces the record that matches.
-# pairs, pairs_fingerprint and paradigm are None in every text record: they stay, from when
-# mode=eval wrote other records too, so that the records already written keep their identity.
+# What makes two records the same evaluation. pairs, pairs_fingerprint and paradigm (None in
+# text records) keep the identity of records written when mode=eval scored pairs too.
 IDENTITY = (
     "checkpoint",
     "data",
@@ -107,9 +90,8 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 
 
 def check_no_feature_settings(settings: Settings, ckpt: Path) -> None:
-    """A language model given the settings of a feature whose own checkpoints ``mode=eval``
-    hands it (``finetune.*`` chooses a fine-tuned classifier's labelled text): refused, not
-    ignored."""
+    """The settings of a feature whose checkpoints ``mode=eval`` hands it (``finetune.*``) are
+    refused, not ignored, with a language model's checkpoint."""
     for feature in (f for f in features() if f.checkpoint_key):
         keys = [k for k in settings.overrides if k.partition(".")[0] in feature.groups]
         if keys:
@@ -176,6 +158,5 @@ def _stride(stride: int | None, arch: str, window: int) -> int | None:
 
 
 def record_identity(record: dict[str, Any]) -> str:
-    """What makes two evaluation records the same evaluation (``IDENTITY``, with the
-    defaults of records written before a key existed): a re-run replaces its match."""
+    """What makes two evaluation records the same evaluation: a re-run replaces its match."""
     return stable_hash(*(record.get(key, _IDENTITY_DEFAULTS.get(key)) for key in IDENTITY))

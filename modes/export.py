@@ -1,10 +1,5 @@
-"""``mode=export``: a checkpoint's network outside tinylm's training code.
-
-``export.format=safetensors`` (default) writes ``NAME.safetensors`` beside the checkpoint,
-with the model config and the tokenizer in the file's metadata; ``export.format=hf`` writes a
-folder ``NAME-hf`` that Hugging Face ``transformers`` loads on its own (``training.hf_export``).
-``export.path`` puts either elsewhere; an existing output needs ``export.overwrite=true``.
-"""
+"""``mode=export``: a checkpoint's network as a safetensors file or a Hugging Face folder
+(docs/export.md)."""
 
 from __future__ import annotations
 

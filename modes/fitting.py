@@ -1,8 +1,4 @@
-"""Fitting under tinylm's interrupt policy, for every mode that trains (train, finetune).
-
-On SIGINT/SIGTERM the save-on-signal guard saves a resumable checkpoint, the run's record
-says "interrupted", and ``Interrupted`` carries the one line for the user (exit 130/143).
-"""
+"""Fitting under tinylm's interrupt policy, for every mode that trains (train, finetune)."""
 
 from __future__ import annotations
 
@@ -25,8 +21,8 @@ def fit(
     resume: str | None,
     settings: Settings,
 ) -> None:
-    """``trainer.fit``; on SIGINT/SIGTERM a resumable checkpoint is saved and ``Interrupted``
-    raised (one line for the user, exit code 130/143)."""
+    """``trainer.fit``; on SIGINT/SIGTERM a resumable checkpoint is saved, the run recorded as
+    interrupted and ``Interrupted`` raised (one line for the user, exit code 130/143)."""
     out_dir = Path(settings.job.output_dir)
     mode = "" if settings.job.mode == "train" else f"mode={settings.job.mode} "
     guard = next(c for c in trainer.callbacks if isinstance(c, SaveOnInterrupt))

@@ -8,7 +8,7 @@ from typing import Any
 
 from conf.features import checkpoint_handler
 from conf.schema import Settings
-from modes.inference import fill_mask_text, generate_text, load_for_inference
+from modes.inference import load_for_inference, sample_text
 from training.checkpoint import read_checkpoint
 
 
@@ -18,9 +18,6 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     if handler is not None:  # a feature's checkpoint (a fine-tuned classifier)
         return handler(settings, [settings.job.ckpt_path], checkpoint, callbacks)
     loaded, tokenizer = load_for_inference(settings, checkpoint)
-    if loaded.config.arch == "decoder":
-        text = generate_text(loaded.model, tokenizer, settings.job, settings.job.prompt or "")
-    else:
-        text = fill_mask_text(loaded.model, tokenizer, settings.job.prompt)
+    text = sample_text(loaded.model, tokenizer, settings.job)
     print(text)
     return {"text": text}

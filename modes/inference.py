@@ -1,10 +1,4 @@
-"""What the modes that run a trained network share: its checkpoint, tokenizer and prompt.
-
-``generate`` and ``attention`` start from a checkpoint (``load_for_inference``), ``eval`` and
-``heads`` from the checkpoints a path names (``checkpoints_to_evaluate``); ``generate``
-and the train mode's closing sample turn a prompt into text (``generate_text`` for a decoder,
-``fill_mask_text`` for an encoder).
-"""
+"""What the modes that run a trained network share: its checkpoints, tokenizer and prompt."""
 
 from __future__ import annotations
 
@@ -31,9 +25,8 @@ from training.checkpoint import (
 def load_for_inference(
     settings: Settings, checkpoint: dict[str, Any] | None = None
 ) -> tuple[LoadedCheckpoint, Tokenizer]:
-    """The checkpoint ``ckpt_path`` names (network in eval mode on the CPU) and its tokenizer;
-    model.* overrides on the command line are refused, the model is the checkpoint's.
-    ``checkpoint``: its contents, when the caller has read them already."""
+    """The checkpoint ``ckpt_path`` names (network in eval mode on the CPU; ``checkpoint``: its
+    contents, when read already) and its tokenizer; model.* overrides are refused."""
     loaded = load_checkpoint(settings.job.ckpt_path, settings.job.mode, checkpoint)
     check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
     return loaded, tokenizer_from_json(loaded.tokenizer_json)
@@ -48,13 +41,10 @@ def checkpoints_to_evaluate(target: Path) -> list[Path]:
         raise FileNotFoundError(f"ckpt_path={target} does not exist")
     check_not_hf_export(target)
     own = target / "checkpoints" / "best.ckpt"
-    found = (
-        [own]
-        if own.is_file()
-        else sorted(
-            target.glob("*/checkpoints/best.ckpt"),
-            key=lambda p: natural_key(p.parent.parent.name),
-        )
+    if own.is_file():
+        return [own]
+    found = sorted(
+        target.glob("*/checkpoints/best.ckpt"), key=lambda p: natural_key(p.parent.parent.name)
     )
     if not found:
         raise FileNotFoundError(
@@ -65,9 +55,8 @@ def checkpoints_to_evaluate(target: Path) -> list[Path]:
 
 
 def encode_prompt(tokenizer: Tokenizer, prompt: str, context: int) -> list[int]:
-    """The prompt's token ids, all of them. Characters the tokenizer does not know, and a
-    prompt longer than the model's context (it reads the last ``context`` tokens), are said
-    on stderr in one line each."""
+    """The prompt's token ids, all of them; unknown characters and a prompt longer than
+    ``context`` are said on stderr, one line each."""
     if not prompt:
         return []
     encoding = tokenizer.encode(prompt)
@@ -133,8 +122,11 @@ def fill_mask_text(model: Encoder, tokenizer: Tokenizer, prompt: str | None) -> 
     return "\n".join(lines)
 
 
-def sample_text(model: Encoder | Decoder, tokenizer: Tokenizer, job: JobConfig) -> str:
-    """A decoder's continuation of ``job.prompt`` (default "The"), or an encoder's fill-mask."""
+def sample_text(
+    model: Encoder | Decoder, tokenizer: Tokenizer, job: JobConfig, default_prompt: str = ""
+) -> str:
+    """A decoder's continuation of ``job.prompt`` (else ``default_prompt``), or an encoder's
+    fill-mask."""
     if isinstance(model, Decoder):
-        return generate_text(model, tokenizer, job, job.prompt or "The")
+        return generate_text(model, tokenizer, job, job.prompt or default_prompt)
     return fill_mask_text(model, tokenizer, job.prompt)

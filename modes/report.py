@@ -1,7 +1,5 @@
-"""``mode=report``: rebuild ``report.html`` of a run or sweep directory
-(``analysis/report_page.py``); and ``refresh``, which every command that adds records to a
-directory (train, a sweep's end, eval, finetune, heads) calls to write its page again.
-"""
+"""``mode=report``: rebuild ``report.html`` of a run or sweep directory; and ``refresh``, which
+every command that adds records to a directory calls to write its page again."""
 
 from __future__ import annotations
 
@@ -18,11 +16,6 @@ if TYPE_CHECKING:  # the report's modules load matplotlib: only when a page is d
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    if settings.job.ckpt_path is None:
-        raise ValueError(
-            "mode=report needs ckpt_path=RUN_DIR or ckpt_path=SWEEP_DIR: the directory whose "
-            "report.html to rebuild"
-        )
     from analysis.report_page import write_report  # matplotlib: only when a page is drawn
 
     target = Path(settings.job.ckpt_path)
@@ -50,9 +43,8 @@ def report_dir(path: Path) -> Path | None:
 def save_evaluations(
     target: Path, rows: Sequence[dict[str, Any]], identity: Callable[[dict[str, Any]], str]
 ) -> Path:
-    """An evaluation's records in the ``eval.jsonl`` of ``target`` (a run or sweep directory,
-    or beside a checkpoint file), each replacing the record of the same ``identity``; said on
-    stdout, then the page written again. The file written."""
+    """An evaluation's records in the ``eval.jsonl`` of ``target`` (or beside a checkpoint
+    file), each replacing the record of the same ``identity``; then the page written again."""
     out = append_records(
         (target if target.is_dir() else target.parent) / RESULTS_FILE, rows, identity
     )
@@ -62,9 +54,8 @@ def save_evaluations(
 
 
 def refresh(path: Path, target_loss: float | None = None, report: Report | None = None) -> None:
-    """Write the page of ``path`` (see ``report_dir``) again, and say so: of ``report`` when the
-    command built it already (the sweep's summary did). A page that cannot be written is a
-    warning, never the end of the command that produced the results."""
+    """Write the page of ``path`` again (of ``report`` when built already), and say so; a page
+    that cannot be written is a warning, never the end of the command."""
     from analysis.report_page import write_page, write_report  # matplotlib: only when drawn
 
     where = report_dir(Path(path))

@@ -1,8 +1,5 @@
-"""What ``mode=eval`` and ``mode=heads`` share: a checkpoint's task and the data it is scored on.
-
-The data is ``data.evaluation``'s choice (the run's own split, or the text the command line
-names, read whole), tokenized with the checkpoint's tokenizer.
-"""
+"""What ``mode=eval`` and the features' evaluations share: a checkpoint's task, the data
+``data.evaluation`` chooses for it, and the head of its records."""
 
 from __future__ import annotations
 
@@ -24,9 +21,8 @@ FLOAT32 = "32-true"
 def task_and_data(
     checkpoint: dict[str, Any], settings: Settings, stride: int | None
 ) -> tuple[LanguageModelTask, LMDataModule, ScoredText]:
-    """The checkpoint's task with its weights, the data module that scores it (a decoder in
-    windows sliding by ``stride``; an encoder's masks drawn from ``seed``) and that data
-    counted."""
+    """The checkpoint's task with its weights, the data module that scores it (windows sliding
+    by ``stride``) and that data counted."""
     hparams = checkpoint["hyper_parameters"]
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
     data = data_to_evaluate(DataConfig(**hparams["data_config"]), settings.data, settings.overrides)
@@ -55,8 +51,7 @@ def scored_batches(datamodule: LMDataModule, text: ScoredText) -> list[dict[str,
 
 
 def record_head(ckpt: Path, checkpoint: dict[str, Any], text: ScoredText) -> dict[str, Any]:
-    """What every record of a scored checkpoint starts with: which checkpoint, at which step,
-    on which data."""
+    """Which checkpoint, at which step, on which data: how every record of one starts."""
     return {
         "checkpoint": str(ckpt.resolve()),
         "step": int(checkpoint.get("global_step", 0)),

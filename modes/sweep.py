@@ -1,10 +1,5 @@
-"""Sweeps (``python train.py -m ...``): the Hydra callback that checks them before their first
-job and summarises them at the end.
-
-How a job re-run in an existing sweep directory skips or resumes is the train mode's
-(``modes/train.py``). This module stays free of heavy imports: Hydra builds the callback at
-every start, single runs included.
-"""
+"""The Hydra callback that checks a sweep before its first job and summarises it at the end;
+free of heavy imports, since Hydra builds it at every start, single runs included."""
 
 from __future__ import annotations
 
@@ -51,8 +46,7 @@ class SweepSummary(Callback):
 
 
 def write_summary(sweep_dir: Path, target_loss: float | None = None) -> Report | None:
-    """The sweep's summary files (``analysis/sweep_summary.py``), each named on stdout; the
-    report they render, for its page (None: no run)."""
+    """The sweep's summary files, each named on stdout; the report they render (None: no run)."""
     from analysis.report import build_report  # matplotlib: when a sweep ends
     from analysis.sweep_summary import write_summary_files
 
@@ -63,8 +57,7 @@ def write_summary(sweep_dir: Path, target_loss: float | None = None) -> Report |
 
 
 def check_launcher(launcher: DictConfig) -> None:
-    """What a launcher needs, checked before it starts any job: a positive number of parallel
-    jobs (joblib), ``sbatch`` on this machine (SLURM)."""
+    """Before any job: a positive number of parallel jobs (joblib), ``sbatch`` here (SLURM)."""
     parallel_jobs(launcher)
     if str(launcher.get("_target_", "")).endswith("SlurmLauncher") and not shutil.which("sbatch"):
         raise ValueError(

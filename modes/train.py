@@ -1,10 +1,5 @@
-"""``mode=train``: data -> tokenizer -> task -> ``Trainer.fit`` -> a run directory.
-
-The run directory (``output_dir``) gets ``tokenizer.json``, ``checkpoints/best.ckpt`` and
-``last.ckpt`` (self-contained) and its record (``analysis/run_record.py``). With
-``ckpt_path`` the run resumes. Under a multirun, a job re-run in its sweep directory is skipped
-when it completed and resumed when it left a ``last.ckpt``.
-"""
+"""``mode=train``: data -> tokenizer -> task -> ``Trainer.fit`` -> a run directory; a sweep's
+job re-run in its directory is skipped when it completed, resumed when it left a last.ckpt."""
 
 from __future__ import annotations
 
@@ -25,7 +20,6 @@ from common.ranks import global_rank
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.tokenizer import save_tokenizer
-from models.transformer import Decoder, Encoder
 from modes import SweepConflict
 from modes.fitting import fit
 from modes.inference import sample_text
@@ -85,7 +79,10 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         bytes_per_token=datamodule.bytes_per_token,
         seconds_budget=settings.trainer.budget.seconds,
     )
-    counts = parameter_counts(task.model)
+    counts = {
+        "params": task.model.num_parameters(exclude_embeddings=True),
+        "params_with_embeddings": task.model.num_parameters(exclude_embeddings=False),
+    }
     if global_rank() == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         save_tokenizer(datamodule.tokenizer, out_dir)
@@ -118,11 +115,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         arch=model_config.arch,
         step=trainer.global_step,
         best_val_loss=float(best) if best is not None else last.get("val/loss"),
-        val_loss=last.get("val/loss"),
-        val_ppl=last.get("val/ppl"),
-        val_bpc=last.get("val/bpc"),
-        val_bpb=last.get("val/bpb"),
-        val_acc=last.get("val/acc"),
+        **{f"val_{name}": last.get(f"val/{name}") for name in ("loss", "ppl", "bpc", "bpb", "acc")},
         tokens_per_sec=task.tokens_per_sec(),
         train_seconds=train_seconds,
         # What the training steps consumed (resumed runs included; validation excluded):
@@ -154,22 +147,12 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     return metrics
 
 
-def parameter_counts(model: Encoder | Decoder) -> dict[str, int]:
-    """Parameters without and with the embeddings (the head is tied to them)."""
-    return {
-        "params": model.num_parameters(exclude_embeddings=True),
-        "params_with_embeddings": model.num_parameters(exclude_embeddings=False),
-    }
-
-
 def _sweep_job_state(
     out_dir: Path, resume: str | None, overrides: dict[str, str], rerun_changed: bool = False
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """A sweep job in a directory that may hold an earlier run of it: skip it when that run
-    completed (returning its stored metrics; one that ran other code is named, and trained
-    again from scratch with ``rerun_changed``), resume it from checkpoints/last.ckpt when it
-    got that far; refuse when the earlier run had other settings. A job without a record
-    leaves a "running" one, so that even a job killed before its first checkpoint is
+    """(stored metrics when the job completed already, the checkpoint to resume from) of a
+    sweep job whose directory may hold an earlier run; other settings there are refused. A
+    "running" record is left at once, so that a job killed before its first checkpoint is
     recognised."""
     try:
         stored = read_record(out_dir)
@@ -242,6 +225,6 @@ def _final_report(
             print(f"{key:>16}: {metrics[key]:.4f}")
     # Eager even when trained compiled: each new length while generating would recompile.
     with torch.compiler.set_stance("force_eager"):
-        sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job)
+        sample = sample_text(task.model.cpu().eval(), datamodule.tokenizer, settings.job, "The")
     print(f"\n--- sample ---\n{sample}\n")
     return sample

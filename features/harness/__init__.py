@@ -1,6 +1,5 @@
-"""EleutherAI's lm-evaluation-harness on tinylm's decoders: ``mode=harness`` and the
-``harness`` config group (docs/evaluation.md, "lm-evaluation-harness"). ``lm-eval`` is the
-optional ``eval`` extra, imported only when tasks run."""
+"""EleutherAI's lm-evaluation-harness on tinylm's decoders: ``mode=harness`` and the ``harness``
+group (README.md here)."""
 
 from conf.features import Feature
 from features.harness.config import HarnessConfig

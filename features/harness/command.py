@@ -1,15 +1,5 @@
-"""``mode=harness ckpt_path=CKPT|RUN|SWEEP harness.tasks=TASKS``: lm-evaluation-harness tasks
-on decoder checkpoints.
-
-The checkpoints are mode=eval's (a file, a run directory's best.ckpt, every run of a sweep
-directory), each read once; ``runner`` scores each on the tasks. Every task metric becomes a
-record of ``eval.jsonl`` beside mode=eval's others, naming what was scored (the task, its
-version and config, the harness's version, shots, limit, examples scored) so the same
-checkpoint's evaluations accumulate and a re-run replaces only its own. Over a sweep,
-each task metric's configurations are summarised as mode=eval's loss is (seeds as
-replicates: mean ± std, the 2 SE rule), the best being the highest where the harness says
-higher is better.
-"""
+"""``mode=harness``: lm-evaluation-harness tasks on decoder checkpoints, each task metric a
+record of ``eval.jsonl`` (features/harness/README.md)."""
 
 from __future__ import annotations
 
@@ -62,8 +52,8 @@ IDENTITY = (
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    """Score every checkpoint ``ckpt_path`` names on ``harness.tasks``; ``callbacks`` (for
-    Lightning's Trainer) have no use here: the harness runs the model."""
+    """Score every checkpoint ``ckpt_path`` names on ``harness.tasks`` (``callbacks``: unused,
+    the harness runs the model)."""
     cfg = settings.group("harness")
     _check_settings(settings)
     target = Path(settings.job.ckpt_path)
@@ -100,8 +90,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 
 def configurations(rows: Sequence[dict[str, Any]]) -> str:
-    """One configuration table per task metric (``TASK METRIC``, with ``,FILTER`` unless it
-    is the harness's ``none``), as mode=eval groups a sweep's loss."""
+    """One configuration table per task metric, as mode=eval groups a sweep's loss."""
     tables = []
     for key in dict.fromkeys(_metric_name(row) for row in rows):
         scored = [{**row, key: row["value"]} for row in rows if _metric_name(row) == key]
@@ -131,8 +120,7 @@ def _without_source(config: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _check_settings(settings: Settings) -> None:
-    """The tasks named; no setting of mode=eval's own scoring, which the harness would ignore:
-    data (the tasks bring their own), eval.stride, eval.weights."""
+    """The tasks named; no setting of mode=eval's scoring, which the harness would ignore."""
     if settings.group("harness").tasks is None:
         raise ValueError(
             "mode=harness needs tasks: harness.tasks=TASK, harness.tasks=TASK1,TASK2 or "

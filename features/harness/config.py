@@ -1,5 +1,4 @@
-"""The ``harness`` group: which lm-evaluation-harness tasks ``mode=harness`` runs, and how;
-validates itself (conf/schema.py gathers it into ``Settings``)."""
+"""The ``harness`` group: which lm-evaluation-harness tasks ``mode=harness`` runs, and how."""
 
 from __future__ import annotations
 
@@ -11,16 +10,9 @@ from models.config import check_field_types
 
 @dataclass
 class HarnessConfig:
-    """The ``harness`` group: what ``mode=harness`` scores a decoder on.
-
-    tasks: lm-evaluation-harness tasks (names, groups or tags, as ``lm-eval --tasks`` takes
-    them: a list, or one comma-separated string); ``mode=harness`` needs them. include: a
-    directory of task YAMLs added to the harness's own (``lm-eval --include_path``). limit:
-    at most this many examples per task (an integer), or this fraction of each (below 1), for
-    a quick look (``--limit``); num_fewshot: examples in each prompt (``--num_fewshot``;
-    None = the task's own); batch_size: requests per forward pass (``--batch_size``; changes
-    speed only).
-    """
+    """``lm-eval``'s ``--tasks`` (a list, or one comma-separated string), ``--include_path``,
+    ``--limit`` (examples per task, or a fraction below 1), ``--num_fewshot`` (None: each
+    task's own) and ``--batch_size``."""
 
     tasks: Any = None
     include: str | None = None
@@ -29,7 +21,7 @@ class HarnessConfig:
     batch_size: int = 16
 
     def check_mode(self, mode: str) -> None:
-        """A setting given to a mode that does not read it is refused, not ignored."""
+        """A setting given to another mode is refused, not ignored."""
         given = [f.name for f in fields(self) if getattr(self, f.name) != f.default]
         if mode != "harness" and given:
             raise ValueError(
@@ -68,7 +60,7 @@ class HarnessConfig:
 
 
 def _task_names(value: Any) -> list[str] | None:
-    """harness.tasks as a list of task names: from a list, or one comma-separated string."""
+    """harness.tasks as a list of task names."""
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else value

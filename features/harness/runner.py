@@ -1,22 +1,8 @@
-"""EleutherAI's lm-evaluation-harness (``lm-eval``) on a tinylm decoder, in memory.
-
-The checkpoint's network becomes its Hugging Face model and fast tokenizer
-(``training.hf_export``: GPT-2, or GPT-NeoX for rotary positions, with tinylm's logits), and
-the harness's own ``HFLM`` scores it, as ``lm-eval --model hf`` would a Hub model: its
-loglikelihood, rolling-window and generation code, nothing of ours. No folder is written.
-
-Tokens as tinylm trained them: a document follows an EOS, so the tokenizer's BOS is its EOS,
-which the harness puts before an empty context and before a text it scores whole (rolling
-windows); a non-empty context gets nothing before it (the harness's way with GPT-2-style
-tokenizers). The harness's ``max_length`` is the checkpoint's ``max_seq_len``: longer inputs
-lose their left end, as the harness does for every model.
-
-Tasks are the harness's: names, groups and tags it lists, or the tasks of a directory of
-YAMLs (``include``, ``lm-eval --include_path``). Before anything is built, an unknown name is
-refused with the close ones, and a task whose dataset is on the Hugging Face Hub fails at once
-when the Hub cannot be reached (``data.hub``), rather than after the datasets library's
-retries. ``lm-eval`` is an optional dependency (``pip install -e ".[eval]"``), imported only
-inside these functions.
+"""EleutherAI's lm-evaluation-harness (``lm-eval``) on a tinylm decoder, in memory: the
+checkpoint becomes its Hugging Face model and fast tokenizer (``training.hf_export``), and the
+harness's own ``HFLM`` scores it, as ``lm-eval --model hf`` would a Hub model. A document
+follows an EOS, so the tokenizer's BOS is its EOS. ``lm-eval`` is an optional dependency,
+imported only inside these functions.
 """
 
 from __future__ import annotations
@@ -25,7 +11,6 @@ import difflib
 import fnmatch
 import logging
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +27,8 @@ _TASK_KINDS = ("TASK", "PY_TASK")
 
 
 def require_harness() -> Any:
-    """The ``lm_eval`` module, with what its Hugging Face model needs (transformers,
-    accelerate), or a one-line error that says how to install them."""
+    """The ``lm_eval`` module, with what its Hugging Face model needs, or a one-line error
+    that says how to install them."""
     try:
         import lm_eval
         import lm_eval.models.huggingface  # noqa: F401  (imports transformers and accelerate)
@@ -73,12 +58,9 @@ def check_harness_checkpoint(loaded: LoadedCheckpoint) -> None:
 
 
 def task_manager(names: Sequence[str], include: str | None) -> tuple[Any, list[str]]:
-    """The harness's task index and the task names (wildcards expanded) it will load.
-
-    With ``include``, the directory's tasks are indexed alone first (milliseconds); the
-    harness's own ~15,000 tasks (seconds) only when a name, or a task a group names, is not
-    there. A task of the directory is the same either way: its YAML is the one the harness
-    reads (the directory overrides the harness's tasks of the same name)."""
+    """The harness's task index and the task names (wildcards expanded) it will load; unknown
+    names refused. With ``include``, the directory's tasks are indexed alone first
+    (milliseconds), the harness's own ~15,000 (seconds) only when a name is not there."""
     if include is not None:
         check_include(include)
     require_harness()
@@ -114,8 +96,7 @@ def check_include(include: str) -> None:
 
 def check_hub_reachable(manager: Any, names: Sequence[str]) -> None:
     """A task that reads a Hub dataset fails now, in one line, if the Hub is unreachable and
-    ``datasets`` is not in offline mode (in offline mode it reads its cache, or fails at once:
-    ``hub_errors_explained``)."""
+    ``datasets`` is not in offline mode (which reads its cache, or fails at once)."""
     import datasets
 
     if datasets.config.HF_HUB_OFFLINE:
@@ -123,15 +104,6 @@ def check_hub_reachable(manager: Any, names: Sequence[str]) -> None:
     needs = {name: hub for name in names if (hub := sorted(set(_hub_datasets(manager, name))))}
     if needs and (why := hub_unavailable_reason()):
         raise ConnectionError(_offline_message(needs, f"the Hugging Face Hub is {why}"))
-
-
-@contextmanager
-def hub_errors_explained(names: Sequence[str]) -> Iterator[None]:
-    """A Hub dataset that offline mode cannot find in the cache, in one line."""
-    try:
-        yield
-    except ConnectionError as err:
-        raise ConnectionError(_offline_message({", ".join(names): []}, str(err))) from None
 
 
 def harness_model(loaded: LoadedCheckpoint, batch_size: int) -> Any:
@@ -144,7 +116,10 @@ def harness_model(loaded: LoadedCheckpoint, batch_size: int) -> Any:
     tokenizer = tokenizer_from_json(loaded.hparams["tokenizer_json"])
     model = to_hf_model(loaded.model, tokenizer)
     # HFLM warns that an instantiated model ignores its loading arguments: we pass none.
-    with _quiet("lm_eval.models.huggingface"):
+    logger = logging.getLogger("lm_eval.models.huggingface")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
         return HFLM(
             pretrained=model,
             tokenizer=hf_tokenizer(tokenizer, loaded.config),  # BOS = EOS: the prefix token
@@ -152,6 +127,8 @@ def harness_model(loaded: LoadedCheckpoint, batch_size: int) -> Any:
             batch_size=batch_size,
             device="cpu",
         )
+    finally:
+        logger.setLevel(level)
 
 
 def run_harness(
@@ -161,13 +138,12 @@ def run_harness(
     cfg: HarnessConfig,
     log_samples: bool = False,
 ) -> dict[str, Any]:
-    """``lm_eval.simple_evaluate`` of the checkpoint on ``names``: the harness's results,
-    with every request and response under ``samples`` when ``log_samples``."""
+    """``lm_eval.simple_evaluate`` of the checkpoint on ``names``: the harness's results."""
     from lm_eval import evaluator
 
     lm = harness_model(loaded, cfg.batch_size)
     limit = cfg.limit
-    with hub_errors_explained(names):
+    try:
         return evaluator.simple_evaluate(
             model=lm,
             tasks=list(names),
@@ -177,12 +153,12 @@ def run_harness(
             batch_size=cfg.batch_size,
             log_samples=log_samples,
         )
+    except ConnectionError as err:  # a Hub dataset that offline mode cannot find in the cache
+        raise ConnectionError(_offline_message({", ".join(names): []}, str(err))) from None
 
 
 def metric_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per task (or group) and metric of the harness's results: task, its version,
-    shots, examples scored (n) and in the task (n_total), metric, filter, value, stderr,
-    higher_is_better."""
+    """One row per task (or group) and metric of the harness's results."""
     versions, shots = results.get("versions", {}), results.get("n-shot", {})
     better = results.get("higher_is_better", {})
     rows = []
@@ -240,8 +216,7 @@ def _is_pattern(name: str) -> bool:
 
 
 def _unknown(manager: Any, names: Sequence[str]) -> list[str]:
-    """The names, and the names their groups and tags hold, that the index lacks (a YAML file
-    path is a task of its own)."""
+    """The names, and those their groups and tags hold, that the index lacks."""
     missing: list[str] = []
     for name in names:
         if not name.endswith((".yaml", ".yml")):
@@ -252,8 +227,8 @@ def _unknown(manager: Any, names: Sequence[str]) -> list[str]:
 def _members(
     manager: Any, name: str, seen: frozenset[str] = frozenset()
 ) -> Iterator[tuple[str, dict[str, Any] | None]]:
-    """(task name, its YAML config, or None when the index lacks it) for every task below
-    ``name`` (a task, group or tag), inline task configs of groups included."""
+    """(task name, its YAML config or None when the index lacks it) for every task below
+    ``name`` (a task, group or tag)."""
     entry = manager.task_index.get(name)
     if entry is None:
         yield name, None
@@ -274,8 +249,7 @@ def _members(
 def _group_members(
     manager: Any, items: Any, seen: frozenset[str]
 ) -> Iterator[tuple[str, dict[str, Any] | None]]:
-    """``_members`` of a group's ``task:`` list: names, inline task configs (a dict whose
-    task the index lacks) and inline groups (a dict whose task is a list)."""
+    """``_members`` of a group's ``task:`` list: names, inline task configs and groups."""
     for item in items if isinstance(items, list) else [items]:
         sub = item.get("task") if isinstance(item, dict) else item
         if isinstance(sub, list):
@@ -288,9 +262,8 @@ def _group_members(
 
 
 def _hub_datasets(manager: Any, name: str) -> Iterator[str]:
-    """The Hugging Face Hub datasets the tasks below ``name`` read: a ``dataset_path`` that
-    is neither one of the ``datasets`` library's file builders (json, csv, parquet, text, ...)
-    nor a local path, and no ``custom_dataset`` function in its place."""
+    """The Hub datasets the tasks below ``name`` read: a ``dataset_path`` that is neither a
+    file builder of ``datasets`` (json, csv, ...) nor a local path, without ``custom_dataset``."""
     if name.endswith((".yaml", ".yml")):
         return
     builders = dataset_file_builders()
@@ -325,14 +298,3 @@ def _offline_message(needs: dict[str, list[str]], why: str) -> str:
         "use local data: a task YAML with dataset_path: json and dataset_kwargs: "
         "{data_files: ...} in harness.include=DIR"
     )
-
-
-@contextmanager
-def _quiet(logger_name: str) -> Iterator[None]:
-    logger = logging.getLogger(logger_name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

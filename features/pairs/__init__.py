@@ -1,6 +1,4 @@
-"""Minimal pairs: a checkpoint's accuracy on BLiMP-format pairs of sentences (a file, a
-directory of them, or a built-in set), per paradigm and over every pair; ``mode=pairs`` and
-the ``pairs`` config group (docs/evaluation.md, "Minimal pairs")."""
+"""Minimal pairs (BLiMP's format): ``mode=pairs`` and the ``pairs`` group (README.md here)."""
 
 from conf.features import Feature
 from features.pairs.config import PairsConfig

@@ -1,19 +1,5 @@
-"""``mode=pairs ckpt_path=CKPT|RUN|SWEEP``: minimal-pair accuracy of checkpoints, per paradigm
-and over all pairs, on the pairs ``pairs.path`` names.
-
-Each sentence is scored by its log-likelihood under the network (``sentence_scores``): a
-decoder's sum of token log-probabilities after EOS, an encoder's pseudo-log-likelihood. A pair
-counts as correct when its good sentence scores strictly higher than its bad one (BLiMP's rule:
-a tie is wrong, so a model that scores every sentence alike gets 0, not 1). Accuracy comes with
-the number of pairs and its binomial standard error ``sqrt(p (1 - p) / n)``; the overall
-accuracy counts every pair once (BLiMP's paradigms are 1000 pairs each, so it is also their
-mean). ``eval.weights=untrained`` scores a fresh network of each checkpoint's shape drawn from
-``seed`` instead.
-
-The checkpoints are mode=eval's (a file, a run directory's best.ckpt, every run of a sweep
-directory), each read once. The records go to ``eval.jsonl`` beside mode=eval's, a re-run
-replacing its own; over a sweep, the overall accuracy is summarised by configuration.
-"""
+"""``mode=pairs``: minimal-pair accuracy of checkpoints, per paradigm and over all pairs, each
+a record of ``eval.jsonl`` (features/pairs/README.md)."""
 
 from __future__ import annotations
 
@@ -54,8 +40,8 @@ COLUMNS = (
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    """Score every checkpoint ``ckpt_path`` names on ``pairs.path``; ``callbacks`` (for
-    Lightning's Trainer) have no use here: the pairs are scored without one."""
+    """Score every checkpoint ``ckpt_path`` names on ``pairs.path`` (``callbacks``: unused, no
+    Trainer runs)."""
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     rows = evaluate_all(checkpoints, settings)
@@ -76,8 +62,8 @@ def evaluate_all(
     settings: Settings,
     read: dict[Path, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The records of every checkpoint on the pairs ``pairs.path`` names, each checkpoint read
-    once (``read``: the contents of those read already, taken out of it as they are used)."""
+    """The records of every checkpoint on ``pairs.path`` (``read``: the contents of those read
+    already, taken out of it as they are used)."""
     _check_settings(settings)
     pair_set = read_pairs(settings.group("pairs").path)
     read = {} if read is None else read
@@ -89,8 +75,7 @@ def evaluate_all(
 
 
 def _check_settings(settings: Settings) -> None:
-    """Pairs are scored whole with the checkpoint's tokenizer alone: a data.* setting or
-    eval.stride (mode=eval's, for text) would be ignored, so each is refused."""
+    """A data.* setting or eval.stride (for text) would be ignored: refused."""
     data_keys = [k for k in settings.overrides if k == "data" or k.startswith("data.")]
     if data_keys:
         raise ValueError(
@@ -107,9 +92,8 @@ def _check_settings(settings: Settings) -> None:
 def evaluate_pairs(
     ckpt: Path, settings: Settings, pair_set: PairSet, checkpoint: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """Score ``pair_set`` with one checkpoint (or, with eval.weights=untrained, with a fresh
-    network of its shape seeded by ``seed``); one record per paradigm, then the overall one.
-    ``checkpoint``: its contents, when read already."""
+    """One checkpoint's (``eval.weights``') records on ``pair_set``: one per paradigm, then
+    the overall one. ``checkpoint``: its contents, when read already."""
     loaded = load_checkpoint(ckpt, settings.job.mode, checkpoint)
     check_no_model_overrides(settings, loaded.hparams["model_config"], ckpt)
     use_weights(loaded.model, settings.eval.weights, settings.job.seed)
@@ -149,7 +133,8 @@ def evaluate_pairs(
 
 
 def pair_accuracy(good: Tensor, bad: Tensor) -> dict[str, Any]:
-    """Accuracy (good strictly above bad), its binomial standard error, the pairs and ties."""
+    """Accuracy (good strictly above bad: a tie is wrong, BLiMP's rule), its binomial standard
+    error, the pairs and ties."""
     n = len(good)
     accuracy = float((good > bad).sum()) / n
     return {

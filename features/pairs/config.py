@@ -1,5 +1,4 @@
-"""The ``pairs`` group: which minimal pairs ``mode=pairs`` scores; validates itself
-(conf/schema.py gathers it into ``Settings``)."""
+"""The ``pairs`` group: which minimal pairs ``mode=pairs`` scores."""
 
 from __future__ import annotations
 
@@ -10,17 +9,12 @@ from models.config import check_field_types
 
 @dataclass
 class PairsConfig:
-    """The ``pairs`` group: what ``mode=pairs`` scores.
-
-    path: a BLiMP-format JSON-lines file, a directory of them, or ``builtin`` (a small set
-    drawn from the built-in corpus, offline; ``features/pairs/pair_sets.py``). The weights
-    scored are ``eval.weights``' (``untrained``: a fresh network drawn from ``seed``).
-    """
+    """path: a BLiMP-format JSON-lines file, a directory of them, or ``builtin``."""
 
     path: str = "builtin"
 
     def check_mode(self, mode: str) -> None:
-        """Another pair set given to a mode that does not read it is refused, not ignored."""
+        """Another pair set given to another mode is refused, not ignored."""
         if mode != "pairs" and self.path != "builtin":
             raise ValueError(
                 f"pairs.path is for mode=pairs (the minimal pairs it scores); mode={mode} does "

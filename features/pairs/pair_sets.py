@@ -1,18 +1,6 @@
-"""Minimal pairs: BLiMP-format JSON lines from a file or a directory, or the built-in set.
-
-A pair is a sentence and an unacceptable twin (``sentence_good``, ``sentence_bad``); its
-paradigm is the line's ``UID`` (BLiMP's field), else its ``paradigm``, else the file's name
-without its suffix. A directory is every ``*.jsonl`` file in it (BLiMP's ``data/`` holds one
-per paradigm). ``pairs.path=builtin`` is a small set drawn (seeded, the same for every
-checkpoint) from the built-in corpus's short plain sentences: ``adjacent_swap`` (two adjacent
-words after the first swapped) and ``word_replace`` (a word after the first replaced by
-another of the same length from the set's sentences). The built-in corpus is the default
-training text, so a model trained on it has read most of the good sentences: a smoke test
-that needs no download, not a benchmark (BLiMP is one).
-
-``frame_sentence`` gives a sentence's tokens as its model reads text in training: after an
-EOS (a decoder's documents follow one), or between [CLS] and [SEP] (an encoder); a sentence
-longer than the context is refused, never cut.
+"""Minimal pairs: BLiMP-format JSON lines from a file or a directory, or the built-in set drawn
+from the built-in corpus (features/pairs/README.md); ``frame_sentence``, a sentence's tokens as
+its model read text in training.
 """
 
 from __future__ import annotations
@@ -60,8 +48,7 @@ class PairSet:
 
 
 def read_pairs(spec: str) -> PairSet:
-    """The pairs ``pairs.path=spec`` names: ``builtin``, a JSON-lines file, or a directory
-    of them. Errors are one line naming the file and line."""
+    """The pairs ``pairs.path=spec`` names; errors are one line naming the file and line."""
     if spec == BUILTIN:
         pairs = builtin_pairs()
         name = BUILTIN
@@ -146,8 +133,8 @@ def builtin_sentences() -> list[str]:
 
 
 def builtin_pairs(seed: int = BUILTIN_SEED) -> list[MinimalPair]:
-    """Two paradigms, one pair of each per built-in sentence (see the module docstring);
-    deterministic for a given Python (its documentation is the corpus)."""
+    """One ``adjacent_swap`` and one ``word_replace`` pair per built-in sentence, each after
+    the first word; deterministic for a given Python (its documentation is the corpus)."""
     sentences = [s.removesuffix(".").split(" ") for s in builtin_sentences()]
     by_length: dict[int, list[str]] = {}
     for word in sorted({w for words in sentences for w in words[1:]}):
@@ -176,9 +163,8 @@ def builtin_pairs(seed: int = BUILTIN_SEED) -> list[MinimalPair]:
 def frame_sentence(
     tokenizer: Tokenizer, text: str, arch: str, max_seq_len: int, where: str
 ) -> list[int]:
-    """The token ids a pair's sentence is scored as: ``[EOS] sentence`` for a decoder (it
-    predicts every sentence token, reading at most ``max_seq_len`` of them), ``[CLS]
-    sentence [SEP]`` for an encoder (``max_seq_len`` in all). Longer sentences are refused."""
+    """``[EOS] sentence`` for a decoder, ``[CLS] sentence [SEP]`` for an encoder; a sentence
+    longer than the context is refused, never cut."""
     ids = tokenizer.encode(text, add_special_tokens=False).ids
     if not ids:
         raise ValueError(f"{where}: {text!r} has no tokens; each pair needs two sentences")

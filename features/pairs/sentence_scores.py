@@ -1,12 +1,6 @@
-"""Sentence log-likelihoods, the scores of minimal pairs: a decoder's sum of token
-log-probabilities, an encoder's pseudo-log-likelihood (PLL: each token masked in turn and
-predicted from the rest; Salazar et al. 2020, "Masked Language Model Scoring").
-
-Pure torch: token id sequences in, one float64 score in nats per sequence out. The caller
-frames each sentence as the model read text in training (``pair_sets.frame_sentence``): a
-decoder's sequence starts with the EOS that ends the document before it, and every token after
-that one is scored; an encoder's is ``[CLS] sentence [SEP]``, and every token between the two
-is scored. Both run the network in eval mode (no dropout) without gradients.
+"""Sentence log-likelihoods in nats, the scores of minimal pairs: a decoder's sum of token
+log-probabilities, an encoder's pseudo-log-likelihood (each token masked in turn; Salazar et al.
+2020), both in eval mode without gradients.
 """
 
 from __future__ import annotations
@@ -26,11 +20,9 @@ MAX_TOKENS = 8192
 def decoder_log_likelihoods(
     model: Decoder, sequences: Sequence[Sequence[int]], max_tokens: int = MAX_TOKENS
 ) -> Tensor:
-    """``sum_{i >= 1} log p(x_i | x_<i)`` of each sequence, float64 [N].
-
-    Sequences of similar length share a forward pass, right-padded: causal attention keeps
-    the padding out of every real token's logits, so no mask is needed.
-    """
+    """``sum_{i >= 1} log p(x_i | x_<i)`` of each sequence, float64 [N]. Sequences of similar
+    length share a forward pass, right-padded: causal attention keeps the padding out of every
+    real token's logits, so no mask is needed."""
     _check_lengths(sequences, 2, "a decoder scores the tokens after the first")
     scores = torch.zeros(len(sequences), dtype=torch.float64)
     device = next(model.parameters()).device
@@ -55,12 +47,9 @@ def pseudo_log_likelihoods(
     mask_id: int,
     max_tokens: int = MAX_TOKENS,
 ) -> Tensor:
-    """``sum_i log p(x_i | x with x_i masked)`` over each sequence's inner tokens (all but the
-    first and the last: [CLS] and [SEP]), float64 [N].
-
-    A sequence of n inner tokens is n rows, row i masking token i; the rows of sequences of
-    similar length share a forward pass, right-padded under an attention mask.
-    """
+    """``sum_i log p(x_i | x with x_i masked)`` over each sequence's tokens between [CLS] and
+    [SEP], float64 [N]: n inner tokens are n rows, row i masking token i; the rows of sequences
+    of similar length share a forward pass, right-padded under an attention mask."""
     _check_lengths(sequences, 3, "an encoder scores the tokens between [CLS] and [SEP]")
     scores = torch.zeros(len(sequences), dtype=torch.float64)
     device = next(model.parameters()).device
