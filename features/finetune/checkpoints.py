@@ -51,9 +51,8 @@ def describe(path: str | Path, hparams: dict[str, Any], mode: str | None) -> str
     classifier = hparams["classifier"]
     return (
         f"{path} is a classifier fine-tuned on {classifier['task']} (mode=finetune), not a "
-        f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained "
-        "checkpoint, such as the one it was "
-        f"fine-tuned from: {classifier['pretrained']['checkpoint']}"
+        f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained checkpoint, "
+        f"such as the one it was fine-tuned from: {classifier['pretrained']['checkpoint']}"
     )
 
 

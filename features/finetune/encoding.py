@@ -57,16 +57,14 @@ def encode_examples(
 ) -> list[dict[str, Any]]:
     """Each example's ids (and segment ids) and label."""
     specials = special_tokens_of(tokenizer)
-    texts = [e.text for e in examples]
-    firsts = [enc.ids for enc in tokenizer.encode_batch(texts)]
-    pairs = [e.pair for e in examples]
-    has_pairs = any(p is not None for p in pairs)
-    seconds = [enc.ids for enc in tokenizer.encode_batch([p or "" for p in pairs])]
+    firsts = tokenizer.encode_batch([e.text for e in examples])
+    has_pairs = any(e.pair is not None for e in examples)
+    seconds = tokenizer.encode_batch([e.pair or "" for e in examples])
     encoded = []
     for example, a, b in zip(examples, firsts, seconds, strict=True):
         ids, types = encode_pair(
-            a,
-            b if has_pairs else None,
+            a.ids,
+            b.ids if has_pairs else None,
             arch=arch,
             max_len=max_len,
             specials=specials,
