@@ -42,7 +42,8 @@ def finetune_suite(
     runs = {
         name: _run_task(settings, ft, ckpt, out_dir / name, callbacks) for name, ft in tasks.items()
     }
-    pretrained = Path(runs[next(iter(runs))]["pretrained"])
+    values = {name: run[f"test_{run['metric']}"] for name, run in runs.items()}
+    pretrained = Path(next(iter(runs.values()))["pretrained"])
     table, rows = suite_table(pretrained, tasks)
     written = write_text_atomically(
         pretrained.parent / f"finetune_suite_{finetune.task}.md",
@@ -58,9 +59,9 @@ def finetune_suite(
         "seed": settings.job.seed,
         "pretrained": str(pretrained),
         "metric": AVERAGE,
-        f"test_{AVERAGE}": _mean([runs[name]["value"] for name in tasks]),
-        **{f"test_{name}": runs[name]["value"] for name in tasks},
-        "runs": {name: run["run_dir"] for name, run in runs.items()},
+        f"test_{AVERAGE}": _mean(list(values.values())),
+        **{f"test_{name}": value for name, value in values.items()},
+        "runs": {name: str(out_dir / name) for name in tasks},
         "table": table,
         "summary": str(written),
     }
@@ -125,8 +126,8 @@ def _run_task(
     run_dir: Path,
     callbacks: Sequence[L.Callback],
 ) -> dict[str, Any]:
-    """One task's fine-tune into ``run_dir``: read back when it completed with these settings;
-    resumed from its ``last.ckpt`` when it was interrupted."""
+    """One task's fine-tune into ``run_dir``, its metrics: read back when it completed with
+    these settings; resumed from its ``last.ckpt`` when it was interrupted."""
     done = read_record(run_dir)
     if done is not None and done.get("status") == Status.COMPLETED:
         if done.get("config") != protocol_record(ft) or done.get("seed") != settings.job.seed:
@@ -135,7 +136,7 @@ def _run_task(
                 "output_dir (or the same settings to resume it)"
             )
         print(f"tinylm: {run_dir.name} already fine-tuned ({run_dir}); skipped")
-        return _task_result(done, run_dir)
+        return done
     last = run_dir / "checkpoints" / "last.ckpt"
     task_settings = replace(
         settings.with_group("finetune", ft), job=replace(settings.job, output_dir=str(run_dir))
@@ -148,15 +149,7 @@ def _run_task(
             f"output_dir={run_dir.parent} to resume it, finished tasks skipped",
             stop.exit_code - 128,
         ) from None
-    return _task_result(metrics, run_dir)
-
-
-def _task_result(metrics: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    return {
-        "pretrained": metrics["pretrained"],
-        "value": metrics[f"test_{metrics['metric']}"],
-        "run_dir": str(run_dir),
-    }
+    return metrics
 
 
 def suite_table(
@@ -181,12 +174,7 @@ def suite_table(
             }
         if any(by_task.values()):
             rows.append({"init": init, "values": by_task})
-    columns = [
-        "init",
-        "seeds",
-        *(f"{n} ({default_metric(ft.task, ft.problem)})" for n, ft in tasks.items()),
-        AVERAGE,
-    ]
+    columns = ["init", "seeds", *_headers(tasks), AVERAGE]
     cells = [_cells(row, tasks) for row in rows]
     if len(rows) == 2:
         cells.append(_difference(rows, tasks))
@@ -233,13 +221,15 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def _headers(tasks: dict[str, FinetuneConfig]) -> list[str]:
+    return [f"{name} ({default_metric(ft.task, ft.problem)})" for name, ft in tasks.items()]
+
+
 def _legend(tasks: dict[str, FinetuneConfig]) -> str:
     return (
         "Each task's test metric (GLUE's validation split where the task is GLUE's), mean ± "
         "sample standard deviation over the seeds run; average: the mean over the tasks per "
-        "seed, over the seeds that ran all of them. Tasks: "
-        + ", ".join(f"{name} ({default_metric(ft.task, ft.problem)})" for name, ft in tasks.items())
-        + "."
+        "seed, over the seeds that ran all of them. Tasks: " + ", ".join(_headers(tasks)) + "."
     )
 
 
