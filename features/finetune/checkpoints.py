@@ -165,15 +165,13 @@ def export(
         }
     else:
         weights["score.weight"] = model.score.weight
-    regression = model.num_labels == 1
-    numbered = [str(i) for i in range(model.num_labels)]
-    names = loaded.hparams["classifier"]["label_names"] or (["score"] if regression else numbered)
+    names = loaded.hparams["classifier"]["label_names"] or ["score"]  # a regression has none
     kwargs = family.config_kwargs(model.config, special_tokens_of(tokenizer)) | {
         "num_labels": model.num_labels,
         "id2label": dict(enumerate(names)),
         "label2id": {name: i for i, name in enumerate(names)},
     }
-    if regression:
+    if model.num_labels == 1:
         kwargs["problem_type"] = "regression"
     hf_model = filled_hf_model(family.config_class, class_name, kwargs, weights)
     out = write_hf_folder(hf_model, classifier_tokenizer(tokenizer, loaded.config), out)
