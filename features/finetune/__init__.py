@@ -1,7 +1,5 @@
-"""Fine-tuning: a classifier (or regressor) on a pretrained checkpoint's network, scored on
-labelled text: the built-in topic task, local files, GLUE tasks and suites; ``mode=finetune``
-and the ``finetune`` config group; its checkpoints in ``mode=eval``, ``generate`` and
-``export`` (docs/evaluation.md, "Fine-tuning")."""
+"""Fine-tuning: a classifier (or regressor) on a pretrained checkpoint, scored on labelled
+text; ``mode=finetune`` and its checkpoints in eval, generate and export (README.md)."""
 
 from conf.features import Feature
 from features.finetune.config import FinetuneConfig

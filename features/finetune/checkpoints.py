@@ -1,8 +1,6 @@
-"""A fine-tuned classifier's checkpoint (``hyper_parameters["classifier"]``: task, class
-names, metric, the pretrained checkpoint, the planned steps) in the core's commands:
-``mode=generate`` predicts a label, ``mode=export export.format=hf`` writes the family's
-``*ForSequenceClassification`` folder, and the modes that need a language model name the
-checkpoint it was fine-tuned from (``conf/features.py``'s checkpoint hooks)."""
+"""A fine-tuned classifier's checkpoint in the core's commands (``conf/features.py``'s hooks):
+generate predicts a label, export writes a ``*ForSequenceClassification`` folder, and the
+modes that need a language model name the checkpoint it came from."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ HF_CLASSIFIERS = {
 
 
 def problem_of(classifier: dict[str, Any]) -> str:
-    """A fine-tuned checkpoint's problem, classification or regression (``hyper_parameters
-    ["classifier"]``; checkpoints from before regressions: classification)."""
+    """Classification or regression (checkpoints from before regressions: classification)."""
     return classifier.get("problem", "classification")
 
 
@@ -54,16 +51,14 @@ def describe(path: str | Path, hparams: dict[str, Any], mode: str | None) -> str
     classifier = hparams["classifier"]
     return (
         f"{path} is a classifier fine-tuned on {classifier['task']} (mode=finetune), not a "
-        f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained "
-        "checkpoint, such as the one it was "
-        f"fine-tuned from: {classifier['pretrained']['checkpoint']}"
+        f"language model; {f'mode={mode}' if mode else 'this'} needs a pretrained checkpoint, "
+        f"such as the one it was fine-tuned from: {classifier['pretrained']['checkpoint']}"
     )
 
 
 def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) -> LoadedCheckpoint:
-    """Rebuild the ``SequenceClassifier`` of a fine-tuned checkpoint (``checkpoint``: its
-    contents, when read already), in eval mode on the CPU; a language model is refused, in
-    one line."""
+    """The ``SequenceClassifier`` of a fine-tuned checkpoint (``checkpoint``: its contents, when
+    read already), in eval mode on the CPU."""
     checkpoint = checkpoint or read_checkpoint(path)
     hparams = checkpoint["hyper_parameters"]
     if "classifier" not in hparams:
@@ -83,8 +78,7 @@ def load_classifier(path: str | Path, checkpoint: dict[str, Any] | None = None) 
 def generate(
     settings: Settings, checkpoints: Sequence[Path], first: dict[str, Any], callbacks: Any = ()
 ) -> dict[str, Any]:
-    """``mode=generate`` on a classifier: the label it predicts for ``prompt``, with its
-    probability (a regression: the score it predicts)."""
+    """``mode=generate`` on a classifier: the label it predicts for ``prompt``."""
     loaded = load_classifier(checkpoints[0], first)
     check_no_model_overrides(settings, loaded.hparams["model_config"], loaded.path)
     prediction = classify_text(loaded, settings.job.prompt)
@@ -99,10 +93,8 @@ def generate(
 
 
 def classify_text(loaded: LoadedCheckpoint, prompt: str | None) -> dict[str, Any]:
-    """A fine-tuned classifier's prediction for ``prompt`` (a text pair: ``A [SEP] B``, with
-    the tokenizer's separator): the label, its probability, and every class's; a
-    regression's: the score it predicts."""
-
+    """The label predicted for ``prompt`` (a pair: ``A [SEP] B``), its probability and every
+    class's; a regression's score."""
     classifier = loaded.hparams["classifier"]
     if not prompt:
         raise ValueError(
@@ -144,10 +136,8 @@ def classify_text(loaded: LoadedCheckpoint, prompt: str | None) -> dict[str, Any
 def export(
     settings: Settings, checkpoints: Sequence[Path], first: dict[str, Any], callbacks: Any = ()
 ) -> dict[str, Any]:
-    """``mode=export`` on a classifier: the family's ``*ForSequenceClassification`` folder
-    (export.format=hf), its ``id2label`` the class names; one output with none is a
-    regression (``problem_type="regression"``: transformers' MSE loss, the score as its one
-    logit)."""
+    """``mode=export export.format=hf`` on a classifier: the family's
+    ``*ForSequenceClassification`` folder, its ``id2label`` the class names."""
     from training.hf_export import filled_hf_model, write_hf_folder
     from training.hf_families import hf_family
 
@@ -175,15 +165,13 @@ def export(
         }
     else:
         weights["score.weight"] = model.score.weight
-    regression = model.num_labels == 1
-    numbered = [str(i) for i in range(model.num_labels)]
-    names = loaded.hparams["classifier"]["label_names"] or (["score"] if regression else numbered)
+    names = loaded.hparams["classifier"]["label_names"] or ["score"]  # a regression has none
     kwargs = family.config_kwargs(model.config, special_tokens_of(tokenizer)) | {
         "num_labels": model.num_labels,
         "id2label": dict(enumerate(names)),
         "label2id": {name: i for i, name in enumerate(names)},
     }
-    if regression:
+    if model.num_labels == 1:
         kwargs["problem_type"] = "regression"
     hf_model = filled_hf_model(family.config_class, class_name, kwargs, weights)
     out = write_hf_folder(hf_model, classifier_tokenizer(tokenizer, loaded.config), out)
@@ -192,9 +180,8 @@ def export(
 
 
 def classifier_tokenizer(tokenizer: Tokenizer, config: ModelConfig) -> Any:
-    """The transformers tokenizer framing a decoder's input as fine-tuning read it (``a EOS``,
-    ``a EOS b EOS``: features/finetune/encoding.py), padded on the right, whose positions
-    padding does not shift (an encoder's frames as its language model's)."""
+    """The transformers tokenizer, right-padded, framing a decoder's input as fine-tuning read
+    it (``a EOS b EOS``; an encoder's frames as its language model's)."""
     from training.hf_export import hf_tokenizer
 
     if config.arch == "decoder":

@@ -1,19 +1,6 @@
-"""A sequence classifier on a pretrained (or fresh) Encoder or Decoder: pure torch.
-
-The classes follow Hugging Face's, so that an export is a renaming (``training/hf_families.py``):
-
-- encoder (``BertForSequenceClassification``): the state at the ``[CLS]`` position (0) goes
-  through the pooler (dense + tanh, BERT's), dropout, then a linear layer with bias;
-- decoder (``GPT2ForSequenceClassification``, GPT-NeoX's alike): the state of the last real
-  token of each row (the rightmost position whose ``attention_mask`` is 1: a causal network
-  has read the whole text only there) goes through a linear layer without bias.
-
-The backbone keeps its language-modelling head, so the checkpoint's weights load unchanged;
-the head takes no part and is frozen (a tied matrix stays trainable: it is the embedding).
-
-One output (``num_labels=1``) is a regression's score, as Hugging Face's
-``problem_type="regression"`` has it: the same head, read as a number.
-"""
+"""A sequence classifier on an Encoder or Decoder, laid out as Hugging Face's
+``BertForSequenceClassification`` (pooled ``[CLS]``) and ``GPT2ForSequenceClassification``
+(the last real token), so that an export is a renaming; one output is a regression's score."""
 
 from __future__ import annotations
 
@@ -23,8 +10,7 @@ from models.transformer import Decoder, Encoder
 
 
 class SequenceClassifier(nn.Module):
-    """Logits [B, K] over ``num_labels`` classes (K=1: a regression's score) for token ids
-    [B, T]."""
+    """Logits [B, K] over ``num_labels`` classes (K=1: a regression's score)."""
 
     def __init__(self, backbone: Encoder | Decoder, num_labels: int) -> None:
         super().__init__()
@@ -40,7 +26,9 @@ class SequenceClassifier(nn.Module):
         self.pooler = nn.Linear(width, width) if is_encoder else None
         self.dropout = nn.Dropout(self.config.resid_dropout_p if is_encoder else 0.0)
         self.score = nn.Linear(width, num_labels, bias=is_encoder)
-        if is_encoder:  # the MLM head gets no gradient; its matrix is the (trained) embedding
+        # The backbone keeps its language-model head, so the checkpoint's weights load
+        # unchanged; the head gets no gradient, but its tied matrix is the embedding.
+        if is_encoder:
             tied = backbone.embeddings.token.weight
             for param in backbone.mlm_head.parameters():
                 param.requires_grad_(param is tied)

@@ -1,11 +1,5 @@
-"""``mode=finetune ckpt_path=PRETRAINED``: a classifier on a pretrained network, judged on a task.
-
-What ``ckpt_path`` names picks the path: a checkpoint (a fine-tuned ``last.ckpt`` resumes its
-interrupted fine-tune) or a run directory (its ``checkpoints/best.ckpt``) is one fine-tune,
-``features/finetune/one_checkpoint.py``; a sweep directory, every completed job's
-(``features/finetune/sweep.py``); a suite of tasks (``finetune.task=glue``, or ``files`` with a
-mapping of tasks to folders) is ``features/finetune/suite.py``.
-"""
+"""``mode=finetune ckpt_path=PRETRAINED``: a checkpoint or run directory is one fine-tune (or
+one suite of them), a sweep directory every completed job's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The ``finetune`` group: what ``mode=finetune`` trains on and how; validates itself
-(conf/schema.py gathers it into ``Settings``)."""
+"""The ``finetune`` config group, validating itself."""
 
 from __future__ import annotations
 
@@ -27,30 +26,9 @@ FINETUNE_TASKS = (*TASKS, SUITE)
 
 @dataclass
 class FinetuneConfig:
-    """The ``finetune`` block of conf/config.yaml: what ``mode=finetune`` trains on, and how.
-
-    task: ``builtin`` (which reference-documentation topic a paragraph of the built-in corpus
-    comes from; no network), ``files`` (``path``: a .csv/.jsonl/.parquet file, its splits
-    carved, or a {train:, validation:, test:} mapping; or a suite: a mapping of task names
-    to folders in GLUE's layout, ``features/finetune/suite.py``), a GLUE task (cola, sst2,
-    mrpc, stsb, qqp, mnli, qnli, rte, wnli; from the Hub, or from the folder ``path`` in
-    GLUE's layout) or ``glue`` (all nine from the Hub, one run each). text_column,
-    text_pair_column (None: single texts) and label_column name a file's columns.
-    problem: ``classification`` or ``regression`` (one output, mean squared error); None:
-    the task's own (stsb is a regression), classification for files, whose labels are
-    refused when they read as scores until ``problem`` says which they are.
-    init: ``pretrained`` (the checkpoint's weights) or ``scratch`` (the same architecture from
-    random weights, seeded by ``seed``: what pretraining is measured against).
-    The protocol (cramming's "sane" one, for every task): ``epochs`` epochs of batches of
-    ``batch_size``, AdamW at ``lr`` with ``weight_decay``, linear warmup over ``warmup_ratio``
-    of the steps, then cosine decay to 0; ``max_steps`` (None: the epochs decide) caps it.
-    metric: the one the task is known by (None: accuracy; F1 for mrpc/qqp; Matthews
-    correlation, mcc, for cola; a regression's pearson_spearman, the mean of Pearson's and
-    Spearman's correlations, as GLUE reports stsb). max_seq_len: examples cut to this many
-    tokens, specials included (None: the checkpoint's context; at most that).
-    val_fraction, test_fraction, split_seed: the splits carved from train where the task
-    lacks them, the same for every job.
-    """
+    """The ``finetune`` group: the task, its columns and problem, the init, the protocol
+    (epochs, batch size, AdamW with warmup then cosine decay) and the headline metric; the
+    guide, features/finetune/README.md, says what each key does."""
 
     task: str = "builtin"
     path: Any = None

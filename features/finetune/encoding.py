@@ -1,13 +1,6 @@
-"""Labelled examples as token ids and batches: the pair encoding, padding, the data module.
-
-Encoder (BERT's layout): ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``, with segment ids 0
-for ``[CLS] a [SEP]`` and 1 for ``b [SEP]`` when the network has token types
-(``type_vocab_size > 0``); without them (tinylm's default BERT, pretrained on one segment)
-the ``[SEP]`` alone marks where the second text starts, as in RoBERTa. Decoder: ``a EOS`` or
-``a EOS b EOS``: the pretraining ended every document with EOS, and the classifier reads the
-last token, which has seen everything before it. Too long a pair is cut one token at a time
-from the longer text (Hugging Face's ``longest_first``); batches are right-padded.
-"""
+"""Labelled examples as token ids and batches: encoder ``[CLS] a [SEP] (b [SEP])``, with
+segment ids where the network has token types; decoder ``a EOS (b EOS)``, as pretraining
+ended each document; a long pair cut from its longer text first; batches right-padded."""
 
 from __future__ import annotations
 
@@ -18,11 +11,13 @@ import lightning as L
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader
 
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.tokenizer import special_tokens_of
 from features.finetune.labelled import Example
+from models.config import ModelConfig
 
 
 def encode_pair(
@@ -49,16 +44,12 @@ def encode_pair(
 
 
 def _truncate(a: list[int], b: list[int] | None, budget: int) -> tuple[list[int], list[int] | None]:
-    """Cut the longer of the two texts until both fit ``budget`` tokens together."""
+    """Both texts within ``budget`` tokens together, as cutting the longer one a token at a
+    time (the second when they are as long) leaves them: Hugging Face's ``longest_first``."""
     if b is None:
         return a[:budget], None
-    keep_a, keep_b = len(a), len(b)
-    while keep_a + keep_b > budget:
-        if keep_a > keep_b:
-            keep_a -= 1
-        else:
-            keep_b -= 1
-    return a[:keep_a], b[:keep_b]
+    keep_b = min(len(b), max(budget // 2, budget - len(a)))
+    return a[: budget - keep_b], b[:keep_b]
 
 
 def encode_examples(
@@ -66,16 +57,14 @@ def encode_examples(
 ) -> list[dict[str, Any]]:
     """Each example's ids (and segment ids) and label."""
     specials = special_tokens_of(tokenizer)
-    texts = [e.text for e in examples]
-    firsts = [enc.ids for enc in tokenizer.encode_batch(texts)]
-    pairs = [e.pair for e in examples]
-    has_pairs = any(p is not None for p in pairs)
-    seconds = [enc.ids for enc in tokenizer.encode_batch([p or "" for p in pairs])]
+    firsts = tokenizer.encode_batch([e.text for e in examples])
+    has_pairs = any(e.pair is not None for e in examples)
+    seconds = tokenizer.encode_batch([e.pair or "" for e in examples])
     encoded = []
     for example, a, b in zip(examples, firsts, seconds, strict=True):
         ids, types = encode_pair(
-            a,
-            b if has_pairs else None,
+            a.ids,
+            b.ids if has_pairs else None,
             arch=arch,
             max_len=max_len,
             specials=specials,
@@ -95,38 +84,46 @@ class PadCollator:
         self.pad_id = pad_id
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, Tensor]:
-        length = max(len(r["input_ids"]) for r in rows)
-        ids = torch.full((len(rows), length), self.pad_id, dtype=torch.long)  # (B, T)
-        mask = torch.zeros((len(rows), length), dtype=torch.long)  # (B, T)
-        with_types = "token_type_ids" in rows[0]
-        types = torch.zeros((len(rows), length), dtype=torch.long)  # (B, T)
-        for i, row in enumerate(rows):
-            n = len(row["input_ids"])
-            ids[i, :n] = torch.tensor(row["input_ids"])
-            mask[i, :n] = 1
-            if with_types:
-                types[i, :n] = torch.tensor(row["token_type_ids"])
+        ids = [torch.tensor(row["input_ids"]) for row in rows]
         batch = {
-            "input_ids": ids,
-            "attention_mask": mask,
-            "labels": torch.tensor([r["label"] for r in rows]),  # (B,)
+            "input_ids": pad_sequence(ids, batch_first=True, padding_value=self.pad_id),  # (B, T)
+            "attention_mask": pad_sequence([torch.ones_like(i) for i in ids], batch_first=True),
+            "labels": torch.tensor([row["label"] for row in rows]),  # (B,)
         }
-        if with_types:
-            batch["token_type_ids"] = types
+        if "token_type_ids" in rows[0]:
+            types = [torch.tensor(row["token_type_ids"]) for row in rows]
+            batch["token_type_ids"] = pad_sequence(types, batch_first=True)  # (B, T)
         return batch
 
 
 class ClassificationDataModule(L.LightningDataModule):
-    """Encoded splits -> loaders; train is shuffled per epoch (seeded) and resumes mid-epoch."""
+    """Examples encoded for ``config``'s network -> loaders; train is shuffled per epoch
+    (seeded) and resumes mid-epoch."""
 
     def __init__(
-        self, encoded: dict[str, list[dict[str, Any]]], *, batch_size: int, seed: int, pad_id: int
+        self,
+        splits: dict[str, Sequence[Example]],
+        tokenizer: Tokenizer,
+        config: ModelConfig,
+        *,
+        max_len: int,
+        batch_size: int,
+        seed: int = 0,
     ) -> None:
         super().__init__()
-        self.encoded = encoded
+        self.encoded = {
+            split: encode_examples(
+                examples,
+                tokenizer,
+                arch=config.arch,
+                max_len=max_len,
+                token_types=config.type_vocab_size > 0,
+            )
+            for split, examples in splits.items()
+        }
         self.batch_size = batch_size
         self.seed = seed
-        self.collate = PadCollator(pad_id)
+        self.collate = PadCollator(special_tokens_of(tokenizer).pad_id)
 
     def train_dataloader(self) -> DataLoader:
         rows = self.encoded["train"]

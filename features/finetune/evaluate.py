@@ -1,22 +1,6 @@
-"""``mode=eval`` on fine-tuned classifiers: the task metric on labelled text (``modes/eval.py``
-dispatches here when the checkpoint is one).
-
-Without ``finetune.*`` data on the command line each classifier is scored on its own task,
-rebuilt from the settings it was fine-tuned with (the same file, columns and carved splits),
-on its test split (``data.split=validation``: validation). ``finetune.task=files
-finetune.path=FILE`` scores a labelled file whole (a ``{train:, validation:, test:}``
-mapping: the split ``data.split`` names, test by default), its columns named by
-``finetune.text_column``, ``finetune.label_column`` (and ``finetune.text_pair_column``);
-another task by name (``finetune.task=builtin``, a GLUE task) is scored on its split the
-same way. Labels are matched to the classifier's classes by name; one it was not fine-tuned
-on is refused. Examples are cut as in fine-tuning, and scored through the fine-tuning's own
-LightningModule (``Trainer.test``), so the numbers are its metrics: n, the task's metric,
-accuracy, F1, MCC, loss and the per-class counts (the confusion matrix). Each evaluation is
-a record in ``eval.jsonl`` beside the checkpoint (or in the directory given), replacing the
-same evaluation's; over a sweep the configurations are grouped as ``mode=eval`` groups
-them, higher being better. A regression (``finetune.problem=regression``, stsb) is scored on
-numeric labels: its correlations, their mean and the MSE, without classes.
-"""
+"""``mode=eval`` on fine-tuned classifiers: each scored on labelled text (its own task's split,
+or the task or file the command line names) through the fine-tuning's own LightningModule, and
+recorded in ``eval.jsonl`` (features/finetune/README.md, "Scoring a fine-tuned checkpoint")."""
 
 from __future__ import annotations
 
@@ -31,10 +15,10 @@ from analysis.summary import by_configuration
 from common.files import stable_hash
 from common.provenance import provenance
 from conf.schema import Settings
-from data.tokenizer import special_tokens_of, tokenizer_from_json
+from data.tokenizer import tokenizer_from_json
 from features.finetune.checkpoints import load_classifier, problem_of
 from features.finetune.config import FinetuneConfig
-from features.finetune.encoding import ClassificationDataModule, encode_examples
+from features.finetune.encoding import ClassificationDataModule
 from features.finetune.labelled import (
     Example,
     RawExample,
@@ -47,7 +31,6 @@ from features.finetune.task import (
     classification_task_from_hparams,
     metric_names,
 )
-from models.config import ModelConfig
 from modes.report import save_evaluations
 from training.checkpoint import check_no_model_overrides, read_checkpoint
 from training.precision import native_precision
@@ -167,7 +150,14 @@ def evaluate_classifier(
     )
     module = classification_task_from_hparams(hparams)
     module.load_state_dict(checkpoint["state_dict"])
-    datamodule = _datamodule(examples, hparams, loaded.config)
+    protocol = hparams["finetune_config"]
+    datamodule = ClassificationDataModule(
+        {"test": examples},
+        tokenizer_from_json(hparams["tokenizer_json"]),
+        loaded.config,
+        max_len=protocol["max_seq_len"] or loaded.config.max_seq_len,
+        batch_size=protocol["batch_size"],
+    )
     trainer = evaluation_trainer(settings, callbacks)
     scores = trainer.test(module, datamodule=datamodule, verbose=False)[0]
     metric = settings.group("finetune").metric or classifier["metric"]
@@ -218,7 +208,8 @@ def labelled_text(
                 "where it was fine-tuned, or name the file: finetune.task=files "
                 "finetune.path=FILE"
             ) from None
-        return _task_name(stored), split, _named_labels(task.splits[split], task.label_names)
+        name = str(stored.path) if stored.task == "files" else stored.task
+        return name, split, _named_labels(task.splits[split], task.label_names)
     ft = settings.group("finetune")
     if ft.task != "files":
         task = ft.labelled_task()
@@ -232,10 +223,6 @@ def labelled_text(
             f"data.split={' or '.join(s for s in ('validation', 'test') if s in splits)}"
         )
     return ft.path[split], split, splits[split]
-
-
-def _task_name(ft: FinetuneConfig) -> str:
-    return str(ft.path) if ft.task == "files" else ft.task
 
 
 def _named_labels(examples: Sequence[Example], names: Sequence[str]) -> list[RawExample]:
@@ -257,27 +244,6 @@ def _check_pairs(
             f"{ckpt} classifies single texts ({classifier['task']}) but {data} gives pairs: "
             "drop finetune.text_pair_column"
         )
-
-
-def _datamodule(
-    examples: list[Example], hparams: dict[str, Any], config: ModelConfig
-) -> ClassificationDataModule:
-    """The examples encoded and batched as the fine-tuning's test split was."""
-    tokenizer = tokenizer_from_json(hparams["tokenizer_json"])
-    protocol = hparams["finetune_config"]
-    encoded = encode_examples(
-        examples,
-        tokenizer,
-        arch=config.arch,
-        max_len=protocol["max_seq_len"] or config.max_seq_len,
-        token_types=config.type_vocab_size > 0,
-    )
-    return ClassificationDataModule(
-        {"test": encoded},
-        batch_size=protocol["batch_size"],
-        seed=0,  # unused: no train split
-        pad_id=special_tokens_of(tokenizer).pad_id,
-    )
 
 
 def per_class(names: Sequence[str], confusion: Sequence[Sequence[int]]) -> dict[str, Any]:

@@ -1,23 +1,9 @@
-"""Two fine-tuning tasks in GLUE's layout made offline from the built-in corpus, for the suite
-(``finetune.task=files finetune.path={TASK: FOLDER, ..}``, ``features/finetune/suite.py``).
+"""Two fine-tuning tasks in GLUE's layout made offline from the built-in corpus, for the suite.
 
-Usage::
-
-    python -m features.finetune.glue_local OUT_DIR
-
-writes, each as ``train.jsonl`` and ``validation.jsonl`` (80/20, seeded; validation is the
-suite's test split, validation carved from train, as for GLUE):
-
-- ``OUT_DIR/topic``: the built-in task (``finetune.task=builtin``'s paragraphs and their 8
-  topics of CPython's reference documentation), a classification of single texts
-  (``sentence``, ``label``: the topic), judged by accuracy, as SST-2 is laid out;
-- ``OUT_DIR/overlap``: a regression on text pairs, laid out as STS-B (``sentence1``,
-  ``sentence2``, ``label`` from 0 to 5): two paragraphs' first ``WORDS`` words, half of the
-  pairs from one topic, and the score 5 x the Jaccard overlap of their sets of lower-cased
-  words, judged by the mean of Pearson's and Spearman's correlations.
-
-It prints the suite's command line for the folders.
-"""
+``python -m features.finetune.glue_local OUT_DIR`` writes ``topic`` (the built-in task's
+paragraphs and topics, as SST-2 is laid out) and ``overlap`` (a regression on pairs of
+paragraphs, scored by their shared words, as STS-B is laid out) (README.md, "The suite on
+local files from the built-in corpus"), and prints the suite's command line."""
 
 from __future__ import annotations
 

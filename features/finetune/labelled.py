@@ -1,23 +1,6 @@
-"""Labelled text for fine-tuning: examples (text, optional second text, label) per split.
-
-Three kinds of task, each read whole into memory (labelled sets are small):
-
-- ``builtin``: which topic of CPython's reference documentation (the built-in corpus) a
-  paragraph comes from, over the ``BUILTIN_TOPICS`` topics with the most paragraphs; needs
-  no network;
-- ``files``: a .csv, .jsonl or .parquet file (its splits carved), or a ``{train:,
-  validation:, test:}`` mapping of them, with configurable column names;
-- a GLUE task by name (``GLUE``), through ``datasets`` (it needs the Hub once), or from a
-  folder in GLUE's layout: ``train`` and ``validation`` files (.csv/.jsonl/.parquet; mnli's
-  ``validation_matched``) with the columns the Hub's ``nyu-mll/glue`` has.
-
-A task is a classification or a regression (``PROBLEMS``). Classification labels are kept by
-name: the train split's distinct labels, sorted (numbers by value), are the classes 0..K-1,
-and a label of another split must be one of them. Regression labels are numbers (STS-B's
-similarity from 0 to 5); a file whose labels are all numbers, some of them not whole, is
-refused unless ``problem`` says which it is. Splits a source lacks are carved from train with
-a seeded permutation (``split_seed``), the same for every job.
-"""
+"""Labelled text for fine-tuning: the examples (text, optional second text, label) of each
+split of a task (``builtin``, ``files`` or a GLUE task), read whole into memory and checked
+(features/finetune/README.md, "Tasks" and "Regression")."""
 
 from __future__ import annotations
 
@@ -29,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.records import natural_key
 from data.hub import hub_unavailable_reason
 from data.sources import SPLITS, builtin_documents
 
@@ -110,11 +94,8 @@ def load_task(
     metric: str | None = None,
     problem: str | None = None,
 ) -> LabelledTask:
-    """The examples of ``task`` (one of ``TASKS``), checked: every split non-empty, two classes
-    at least (a regression: two scores), no label outside train's, pairs only where the task
-    has them. ``problem``: classification or regression (None: the task's own; a file's
-    labels that look like scores are refused without it). A GLUE task with ``path`` reads
-    that folder in GLUE's layout instead of the Hub."""
+    """The checked examples of ``task`` (one of ``TASKS``); ``problem`` None: the task's own.
+    A GLUE task with ``path`` reads that folder in GLUE's layout instead of the Hub."""
     own = GLUE[task].problem if task in GLUE else "classification"
     if problem is not None and problem != own and task != "files":
         raise ValueError(
@@ -135,7 +116,6 @@ def load_task(
         read = _glue_folder if isinstance(path, str) else _glue_examples
         raw, has_pairs = read(task, glue, path), glue.pair is not None
     raw = carve_missing(raw, val_fraction, test_fraction, split_seed)
-    known_by = GLUE[task].metric if task in GLUE else _default_metric(own)
     if own == "regression":
         splits = {split: with_scores(rows, f"the {split} split") for split, rows in raw.items()}
         if len({e.label for e in splits["train"]}) < 2:
@@ -155,12 +135,16 @@ def load_task(
         splits=splits,
         label_names=names,
         has_pairs=has_pairs,
-        metric=metric or known_by,
+        metric=metric or default_metric(task, own),
         problem=own,
     )
 
 
-def _default_metric(problem: str) -> str:
+def default_metric(task: str, problem: str | None) -> str:
+    """The metric a task is known by: GLUE's own, else accuracy or a regression's
+    pearson_spearman."""
+    if task in GLUE:
+        return GLUE[task].metric
     return REGRESSION_METRICS[0] if problem == "regression" else CLASSIFICATION_METRICS[0]
 
 
@@ -189,13 +173,8 @@ def _number(label: Any) -> float | None:
 
 
 def with_scores(examples: list[RawExample], where: str) -> list[Example]:
-    """``examples`` with their labels as numbers (a regression's scores); a label that is not
-    a finite number is refused."""
-    if not examples:
-        raise ValueError(
-            f"{where} holds no example; give it labelled text (or raise "
-            "finetune.val_fraction / finetune.test_fraction when it is carved from train)"
-        )
+    """``examples`` with their labels as numbers (a regression's scores)."""
+    _check_not_empty(examples, where)
     scored = [Example(text, pair, _number(label)) for text, pair, label in examples]
     bad = [str(label) for (_, _, label), e in zip(examples, scored, strict=True) if e.label is None]
     if bad:
@@ -207,6 +186,14 @@ def with_scores(examples: list[RawExample], where: str) -> list[Example]:
     return scored
 
 
+def _check_not_empty(examples: list[RawExample], where: str) -> None:
+    if not examples:
+        raise ValueError(
+            f"{where} holds no example; give it labelled text (or raise "
+            "finetune.val_fraction / finetune.test_fraction when it is carved from train)"
+        )
+
+
 def _no_pairs(what: str) -> str:
     return (
         f"finetune.text_pair_column is set but {what} has no second text: drop "
@@ -215,8 +202,8 @@ def _no_pairs(what: str) -> str:
 
 
 def builtin_examples() -> list[RawExample]:
-    """(paragraph, None, topic) for the paragraphs of the ``BUILTIN_TOPICS`` topics of the
-    built-in corpus with the most of them (ties by name), in corpus order."""
+    """(paragraph, None, topic) of the ``BUILTIN_TOPICS`` topics with the most paragraphs (ties
+    by name), in corpus order."""
     from pydoc_data.topics import topics
 
     names = sorted(topics)
@@ -235,23 +222,18 @@ def carve_missing(
 ) -> dict[str, list[RawExample]]:
     """Validation and test, where missing, carved from train by a seeded permutation; every
     split keeps its examples in source order."""
-    missing = [s for s in ("validation", "test") if s not in raw]
-    if not missing:
-        return {split: raw[split] for split in SPLITS}
     import numpy as np
 
     train = raw["train"]
     order = np.random.default_rng(seed).permutation(len(train))
     fractions = {"validation": val_fraction, "test": test_fraction}
-    taken: dict[str, list[int]] = {}
+    splits = dict(raw)
     start = 0
-    for split in missing:
+    for split in (s for s in ("validation", "test") if s not in raw):
         count = math.ceil(fractions[split] * len(train))
-        taken[split] = sorted(order[start : start + count].tolist())
+        splits[split] = [train[i] for i in sorted(order[start : start + count].tolist())]
         start += count
-    kept = sorted(order[start:].tolist())
-    splits = {**raw, "train": [train[i] for i in kept]}
-    splits.update({split: [train[i] for i in ids] for split, ids in taken.items()})
+    splits["train"] = [train[i] for i in sorted(order[start:].tolist())]
     return {split: splits[split] for split in SPLITS}
 
 
@@ -259,7 +241,7 @@ def label_names(train: Sequence[RawExample]) -> list[str]:
     """The classes: train's distinct labels as text, numbers sorted by value, then names."""
     if not train:
         raise ValueError("the train split holds no example; give the task labelled text")
-    names = sorted({str(label) for _, _, label in train}, key=_label_order)
+    names = sorted({str(label) for _, _, label in train}, key=natural_key)
     if len(names) < 2:
         raise ValueError(
             f"every train example has the label {names[0]!r}: a classifier needs two classes "
@@ -268,26 +250,15 @@ def label_names(train: Sequence[RawExample]) -> list[str]:
     return names
 
 
-def _label_order(name: str) -> tuple[int, float, str]:
-    try:
-        return (0, float(name), name)
-    except ValueError:
-        return (1, 0.0, name)
-
-
 def with_label_ids(
     examples: list[RawExample], names: list[str], where: str, classifier: str | None = None
 ) -> list[Example]:
-    """``examples`` with their labels as ids of ``names`` (the classes); a label outside them
-    is refused. ``where`` names the examples in errors ("the test split"); ``classifier``: the
-    fine-tuned checkpoint whose classes ``names`` are, when it scores them."""
-    if not examples:
-        raise ValueError(
-            f"{where} holds no example; give it labelled text (or raise "
-            "finetune.val_fraction / finetune.test_fraction when it is carved from train)"
-        )
+    """``examples`` with their labels as ids of ``names`` (the classes). ``where`` names the
+    examples in errors ("the test split"); ``classifier``: the fine-tuned checkpoint whose
+    classes ``names`` are, when it scores them."""
+    _check_not_empty(examples, where)
     ids = {name: i for i, name in enumerate(names)}
-    unseen = sorted({str(label) for _, _, label in examples} - set(ids), key=_label_order)
+    unseen = sorted({str(label) for _, _, label in examples} - set(ids), key=natural_key)
     if unseen:
         shown, known = ", ".join(map(repr, unseen[:5])), ", ".join(map(repr, names[:10]))
         if classifier is not None:
@@ -355,40 +326,30 @@ def _read_file(path: Path, columns: Columns) -> list[RawExample]:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        return _decoded_rows(path)
-    except UnicodeDecodeError:
-        raw = path.read_bytes()  # decoded whole: the first bad byte's place in the file
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            line = raw.count(b"\n", 0, err.start) + 1
-            raise ValueError(
-                f"{path} is not UTF-8 text: {err.reason} (byte {raw[err.start : err.end]!r} on "
-                f"line {line}); save it as UTF-8, e.g. iconv -f latin1 -t utf-8 {path} > "
-                f"{path.stem}.utf8{path.suffix}"
-            ) from None
-        raise
-
-
-def _decoded_rows(path: Path) -> list[dict[str, Any]]:
-    if path.suffix == ".jsonl":
-        lines = path.read_text(encoding="utf-8").splitlines()
-        rows = []
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}, line {number}: not a JSON object ({err})") from None
-        return rows
     import pandas as pd
 
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path).to_dict("records")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(
+            f"{path} is not UTF-8 text: {err.reason} (byte {raw[err.start : err.end]!r} on "
+            f"line {line}); save it as UTF-8, e.g. iconv -f latin1 -t utf-8 {path} > "
+            f"{path.stem}.utf8{path.suffix}"
+        ) from None
     if path.suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    else:
-        frame = pd.read_parquet(path)
-    return frame.to_dict("records")
+        return pd.read_csv(path, dtype=str, keep_default_na=False).to_dict("records")
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}, line {number}: not a JSON object ({err})") from None
+    return rows
 
 
 def _glue_folder(task: str, glue: GlueTask, folder: str) -> dict[str, list[RawExample]]:

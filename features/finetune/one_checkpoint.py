@@ -1,15 +1,6 @@
-"""One fine-tune: a classifier on one pretrained checkpoint, judged on a task (``mode=finetune``
-with a checkpoint or run directory; ``features/finetune/command.py`` dispatches here).
-
-The pretrained checkpoint gives the architecture, the weights (``finetune.init=pretrained``;
-``scratch``: the same architecture from random weights, seeded by ``seed``) and the
-tokenizer; ``features.finetune.labelled`` gives the task's splits. The classifier trains through the
-same Lightning layer as pretraining (checkpoints, save-on-signal, loggers), validated after
-every epoch; the checkpoint of the best validation loss is scored on the test split. The
-run directory gets its record (every metric, the per-class counts) and the
-pretrained checkpoint's ``eval.jsonl`` gets one record, so that a checkpoint's evaluations
-accumulate in one place. A fine-tuned ``last.ckpt`` resumes an interrupted fine-tune.
-"""
+"""One fine-tune of one pretrained checkpoint (or the resumption of an interrupted one): the
+classifier trained through the core's trainer, the best validation checkpoint scored on the
+test split, the run's record and a line in the pretrained checkpoint's ``eval.jsonl``."""
 
 from __future__ import annotations
 
@@ -30,9 +21,9 @@ from common.files import stable_hash
 from common.provenance import provenance
 from common.ranks import global_rank
 from conf.schema import Settings
-from data.tokenizer import save_tokenizer, special_tokens_of, tokenizer_from_json
+from data.tokenizer import save_tokenizer, tokenizer_from_json
 from features.finetune.config import FinetuneConfig
-from features.finetune.encoding import ClassificationDataModule, encode_examples
+from features.finetune.encoding import ClassificationDataModule
 from features.finetune.task import ClassificationTask, metric_names
 from models.config import ModelConfig
 from modes.fitting import fit
@@ -69,19 +60,16 @@ def finetune_checkpoint(
             f"finetune.max_seq_len={ft.max_seq_len} is longer than the context of {ckpt} "
             f"({max_len} positions): give at most {max_len}, or null for all of it"
         )
-    max_len = ft.max_seq_len or max_len
-    task = settings.group("finetune").labelled_task()
-    encoded = {
-        split: encode_examples(
-            examples,
-            tokenizer,
-            arch=model_config.arch,
-            max_len=max_len,
-            token_types=model_config.type_vocab_size > 0,
-        )
-        for split, examples in task.splits.items()
-    }
-    steps_per_epoch = math.ceil(len(encoded["train"]) / ft.batch_size)
+    task = ft.labelled_task()
+    datamodule = ClassificationDataModule(
+        task.splits,
+        tokenizer,
+        model_config,
+        max_len=ft.max_seq_len or max_len,
+        batch_size=ft.batch_size,
+        seed=settings.job.seed,
+    )
+    steps_per_epoch = math.ceil(len(task.splits["train"]) / ft.batch_size)
     total_steps = min(ft.epochs * steps_per_epoch, ft.max_steps or ft.epochs * steps_per_epoch)
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
     classifier = {
@@ -101,16 +89,10 @@ def finetune_checkpoint(
             if key.startswith("model.")
         }
         module.model.backbone.load_state_dict(weights)
-    datamodule = ClassificationDataModule(
-        encoded,
-        batch_size=ft.batch_size,
-        seed=settings.job.seed,
-        pad_id=special_tokens_of(tokenizer).pad_id,
-    )
     if global_rank() == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         save_tokenizer(tokenizer, out_dir)
-        sizes = ", ".join(f"{split} {len(rows)}" for split, rows in encoded.items())
+        sizes = ", ".join(f"{split} {len(rows)}" for split, rows in task.splits.items())
         kind = task.problem if task.problem == "regression" else f"{len(task.label_names)} classes"
         print(
             f"tinylm: fine-tuning the {model_config.arch} of {ckpt} ({ft.init}) on "
@@ -137,7 +119,6 @@ def finetune_checkpoint(
     val = trainer.validate(
         module, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )[0]
-    val_confusion = module.confusion.get("val")
     test = trainer.test(
         module, datamodule=datamodule, ckpt_path=best, weights_only=True, verbose=False
     )[0]
@@ -157,14 +138,10 @@ def finetune_checkpoint(
         metric=task.metric,
         problem=task.problem,
         label_names=task.label_names,
-        n={split: len(rows) for split, rows in encoded.items()},
+        n={split: len(rows) for split, rows in task.splits.items()},
         step=trainer.global_step,
         best_val_loss=float(val["val/loss"]),
-        **(
-            {}
-            if val_confusion is None
-            else {"val_confusion": val_confusion, "test_confusion": module.confusion["test"]}
-        ),
+        **{f"{stage}_confusion": counts for stage, counts in module.confusion.items()},
         examples_per_sec=timer.examples_per_sec(),
         seconds_per_epoch=timer.seconds_per_epoch(),
         started_at=started_at,

@@ -1,24 +1,6 @@
-"""A suite of fine-tunes with one protocol: ``finetune.task=glue`` (GLUE's nine tasks from the
-Hub) or ``finetune.task=files finetune.path={TASK: FOLDER, ..}`` (local folders in GLUE's
-layout), and its table (``features/finetune/command.py`` dispatches here).
-
-Each task is a fine-tune of its own (``features/finetune/one_checkpoint.py``) into
-``OUTPUT_DIR/TASK``, with its record in the pretrained checkpoint's ``eval.jsonl``. Run again
-with the same ``output_dir``, the suite skips a task whose run completed with these settings
-and resumes one that was interrupted (its ``last.ckpt``). A folder named by a GLUE task is
-read as that task (its columns, metric and problem); another name is a task of one's own:
-``sentence`` (or ``sentence1``, ``sentence2``) and ``label`` columns, its problem given as
-``{path: FOLDER, problem: regression}`` (classification otherwise). In both, the
-``validation`` file is the test split and validation is carved from train, as for GLUE.
-
-The table reads the records of the checkpoint's ``eval.jsonl`` that these tasks and this
-protocol wrote, so that seeds and inits run as separate commands meet in it: one row per
-init (pretrained, scratch) with each task's test metric as mean ± standard deviation over
-the seeds, the average over the tasks (GLUE's score: the mean of each task's headline metric;
-its spread: over the seeds that ran every task), and pretrained minus scratch when both ran.
-It is written beside the checkpoint (``finetune_suite_TASK.md``) and recorded in its
-``eval.jsonl`` (one ``finetune_suite`` record per init).
-"""
+"""A suite of fine-tunes with one protocol (``finetune.task=glue``, or ``files`` with a mapping
+of tasks to folders in GLUE's layout), each task a run of its own, and its table over the
+checkpoint's records, where separate seeds and inits meet (README.md, "A suite of tasks")."""
 
 from __future__ import annotations
 
@@ -36,7 +18,13 @@ from analysis.run_record import Status, read_record
 from common.files import stable_hash, write_text_atomically
 from conf.schema import Settings
 from features.finetune.config import FINETUNE_INITS, SUITE, FinetuneConfig
-from features.finetune.labelled import GLUE, glue_layout_columns, glue_split_file, glue_unavailable
+from features.finetune.labelled import (
+    GLUE,
+    default_metric,
+    glue_layout_columns,
+    glue_split_file,
+    glue_unavailable,
+)
 from features.finetune.one_checkpoint import finetune_checkpoint, protocol_of, protocol_record
 from modes import Interrupted
 
@@ -51,28 +39,29 @@ def finetune_suite(
     finetune = settings.group("finetune")
     tasks = suite_tasks(finetune)
     out_dir = Path(settings.job.output_dir)
-    runs = {}
-    for name, ft in tasks.items():
-        runs[name] = _run_task(settings, ft, ckpt, out_dir / name, callbacks)
-    pretrained = Path(runs[next(iter(runs))]["pretrained"])
+    runs = {
+        name: _run_task(settings, ft, ckpt, out_dir / name, callbacks) for name, ft in tasks.items()
+    }
+    values = {name: run[f"test_{run['metric']}"] for name, run in runs.items()}
+    pretrained = Path(next(iter(runs.values()))["pretrained"])
     table, rows = suite_table(pretrained, tasks)
     written = write_text_atomically(
         pretrained.parent / f"finetune_suite_{finetune.task}.md",
         f"# Fine-tuning suite on {pretrained}\n\n{_legend(tasks)}\n\n{table}\n",
     )
-    _record(pretrained, settings.group("finetune"), tasks, rows)
+    _record(pretrained, finetune, tasks, rows)
     print(f"\n{table}\nwrote {written}")
     return {
         "status": Status.COMPLETED,
         "mode": "finetune",
-        "task": settings.group("finetune").task,
-        "init": settings.group("finetune").init,
+        "task": finetune.task,
+        "init": finetune.init,
         "seed": settings.job.seed,
         "pretrained": str(pretrained),
         "metric": AVERAGE,
-        f"test_{AVERAGE}": _mean([runs[name]["value"] for name in tasks]),
-        **{f"test_{name}": runs[name]["value"] for name in tasks},
-        "runs": {name: run["run_dir"] for name, run in runs.items()},
+        f"test_{AVERAGE}": _mean(list(values.values())),
+        **{f"test_{name}": value for name, value in values.items()},
+        "runs": {name: str(out_dir / name) for name in tasks},
         "table": table,
         "summary": str(written),
     }
@@ -80,7 +69,7 @@ def finetune_suite(
 
 def suite_tasks(ft: FinetuneConfig) -> dict[str, FinetuneConfig]:
     """Each task of the suite as the ``finetune`` settings of one fine-tune; the Hub's tasks
-    checked before any is trained (offline: one line naming them and what to do)."""
+    checked before any is trained."""
     if ft.metric is not None:
         raise ValueError(
             f"finetune.metric={ft.metric} with a suite: each task is judged by its own metric; "
@@ -137,7 +126,7 @@ def _run_task(
     run_dir: Path,
     callbacks: Sequence[L.Callback],
 ) -> dict[str, Any]:
-    """One task's fine-tune into ``run_dir``: its metrics, read back when it completed with
+    """One task's fine-tune into ``run_dir``, its metrics: read back when it completed with
     these settings; resumed from its ``last.ckpt`` when it was interrupted."""
     done = read_record(run_dir)
     if done is not None and done.get("status") == Status.COMPLETED:
@@ -147,7 +136,7 @@ def _run_task(
                 "output_dir (or the same settings to resume it)"
             )
         print(f"tinylm: {run_dir.name} already fine-tuned ({run_dir}); skipped")
-        return _task_result(done, run_dir)
+        return done
     last = run_dir / "checkpoints" / "last.ckpt"
     task_settings = replace(
         settings.with_group("finetune", ft), job=replace(settings.job, output_dir=str(run_dir))
@@ -160,15 +149,7 @@ def _run_task(
             f"output_dir={run_dir.parent} to resume it, finished tasks skipped",
             stop.exit_code - 128,
         ) from None
-    return _task_result(metrics, run_dir)
-
-
-def _task_result(metrics: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    return {
-        "pretrained": metrics["pretrained"],
-        "value": metrics[f"test_{metrics['metric']}"],
-        "run_dir": str(run_dir),
-    }
+    return metrics
 
 
 def suite_table(
@@ -193,17 +174,11 @@ def suite_table(
             }
         if any(by_task.values()):
             rows.append({"init": init, "values": by_task})
-    columns = ["init", "seeds", *(f"{n} ({_metric(ft)})" for n, ft in tasks.items()), AVERAGE]
+    columns = ["init", "seeds", *_headers(tasks), AVERAGE]
     cells = [_cells(row, tasks) for row in rows]
     if len(rows) == 2:
         cells.append(_difference(rows, tasks))
     return markdown_table(columns, [dict(zip(columns, c, strict=True)) for c in cells]), rows
-
-
-def _metric(ft: FinetuneConfig) -> str:
-    if ft.task in GLUE:
-        return GLUE[ft.task].metric
-    return "pearson_spearman" if ft.problem == "regression" else "accuracy"
 
 
 def seed_averages(row: dict[str, Any], tasks: dict[str, Any]) -> dict[int, float]:
@@ -212,33 +187,26 @@ def seed_averages(row: dict[str, Any], tasks: dict[str, Any]) -> dict[int, float
     return {seed: _mean([row["values"][name][seed] for name in tasks]) for seed in sorted(seeds)}
 
 
+def _series(row: dict[str, Any], tasks: dict[str, Any]) -> list[list[float]]:
+    """A row's values of each task, then its per-seed averages."""
+    averages = list(seed_averages(row, tasks).values())
+    return [*(list(row["values"][name].values()) for name in tasks), averages]
+
+
 def _cells(row: dict[str, Any], tasks: dict[str, Any]) -> list[str]:
-    seeds = sorted(set().union(*(row["values"][name] for name in tasks)))
-    per_task = [_spread(list(row["values"][name].values())) for name in tasks]
-    return [
-        row["init"],
-        str(len(seeds)),
-        *per_task,
-        _spread(list(seed_averages(row, tasks).values())),
-    ]
+    seeds = set().union(*(row["values"][name] for name in tasks))
+    return [row["init"], str(len(seeds)), *map(_spread, _series(row, tasks))]
 
 
 def _difference(rows: list[dict[str, Any]], tasks: dict[str, Any]) -> list[str]:
     """Pretrained minus scratch: the difference of the means, per task and averaged."""
-    pretrained, scratch = rows
-
-    def diff(a: list[float], b: list[float]) -> str:
-        return f"{_mean(a) - _mean(b):+.4f}" if a and b else ""
-
-    per_task = [
-        diff(list(pretrained["values"][n].values()), list(scratch["values"][n].values()))
-        for n in tasks
+    pretrained, scratch = (_series(row, tasks) for row in rows)
+    diffs = zip(pretrained, scratch, strict=True)
+    return [
+        "pretrained - scratch",
+        "",
+        *(f"{_mean(a) - _mean(b):+.4f}" if a and b else "" for a, b in diffs),
     ]
-    average = diff(
-        list(seed_averages(pretrained, tasks).values()),
-        list(seed_averages(scratch, tasks).values()),
-    )
-    return ["pretrained - scratch", "", *per_task, average]
 
 
 def _spread(values: list[float]) -> str:
@@ -253,13 +221,15 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def _headers(tasks: dict[str, FinetuneConfig]) -> list[str]:
+    return [f"{name} ({default_metric(ft.task, ft.problem)})" for name, ft in tasks.items()]
+
+
 def _legend(tasks: dict[str, FinetuneConfig]) -> str:
     return (
         "Each task's test metric (GLUE's validation split where the task is GLUE's), mean ± "
         "sample standard deviation over the seeds run; average: the mean over the tasks per "
-        "seed, over the seeds that ran all of them. Tasks: "
-        + ", ".join(f"{name} ({_metric(ft)})" for name, ft in tasks.items())
-        + "."
+        "seed, over the seeds that ran all of them. Tasks: " + ", ".join(_headers(tasks)) + "."
     )
 
 
@@ -275,7 +245,7 @@ def _record(
                 "evaluation": "finetune_suite",
                 "checkpoint": str(pretrained),
                 "task": ft.task,
-                "tasks": {name: _metric(t) for name, t in tasks.items()},
+                "tasks": {name: default_metric(t.task, t.problem) for name, t in tasks.items()},
                 "split": "test",
                 "metric": AVERAGE,
                 "value": _mean(list(averages.values())) if averages else None,

@@ -1,22 +1,6 @@
-"""``mode=finetune ckpt_path=SWEEP_DIR``: every completed job of a pretraining sweep fine-tuned,
-and its configurations compared on the task (``features/finetune/command.py`` dispatches here).
-
-The jobs' checkpoints are the ones ``mode=eval`` finds in a sweep directory (each job's
-``checkpoints/best.ckpt``, ``modes.inference.checkpoints_to_evaluate``); a job whose
-record does not say ``completed`` is not fine-tuned and counts as failed. Each
-fine-tune is ``mode=finetune`` on one job's checkpoint with this command's settings and the
-job's own ``seed`` where the sweep swept it (the pretraining's seeds are the replicates, and a
-scratch arm's networks differ as theirs do), into its own run directory ``OUTPUT_DIR/JOB``,
-with its record in that job's ``eval.jsonl``; a job whose run directory holds that fine-tune
-completed is read, not run again. The jobs are then
-grouped as the sweep summary groups them (by the pretraining's swept keys but the seed,
-``analysis/summary.py``): one row per pretraining configuration with the task metric on the
-test split as mean ± std over its jobs, its difference from the best (the highest) against
-2 standard errors, and the pretraining's best validation loss beside it, which says whether
-the better-loss configuration is also the better model on the task. The table is printed and
-written to ``finetune_summary_TASK_INIT.md`` in the sweep directory (a re-run with the same
-task and init replaces it; the others stay).
-"""
+"""``mode=finetune ckpt_path=SWEEP_DIR``: every completed job of a pretraining sweep fine-tuned
+with its own seed, then its configurations compared on the task as the sweep summary groups
+them, beside their pretraining loss (README.md, "Over a pretraining sweep")."""
 
 from __future__ import annotations
 
@@ -89,9 +73,8 @@ def _check_seed(sweep: Path, runs: Sequence[dict[str, Any]], settings: Settings)
 
 
 def _finished(settings: Settings, pretrained: Path) -> dict[str, Any] | None:
-    """The metrics of a completed fine-tune of ``pretrained`` already in the job's output
-    directory with these settings and seed (an interrupted sweep goes on where it stopped);
-    None when there is none."""
+    """The metrics of a fine-tune of ``pretrained`` completed in the job's output directory
+    with these settings and seed (an interrupted sweep goes on where it stopped), or None."""
     out = Path(settings.job.output_dir)
     if not has_record(out):
         return None
@@ -117,8 +100,7 @@ def finetune_one(
 
 
 def completed_jobs(sweep: Path) -> dict[str, Path]:
-    """Job name -> best checkpoint, for the jobs of ``sweep`` whose record says
-    completed; none is refused in one line."""
+    """Job name -> best checkpoint, for the jobs of ``sweep`` whose record says completed."""
     found = checkpoints_to_evaluate(sweep)
     statuses = {job["run"]: job.get("status") for job in collect_runs(sweep)}
     jobs = {
@@ -137,8 +119,8 @@ def completed_jobs(sweep: Path) -> dict[str, Path]:
 def write_finetune_summary(
     sweep: Path, runs: Sequence[dict[str, Any]], settings: Settings
 ) -> tuple[str, Path]:
-    """The configurations table of the fine-tuned jobs (see the module docstring) and the
-    markdown file it is written to in ``sweep``."""
+    """The configurations table of the fine-tuned jobs, and the markdown file it is written to
+    in ``sweep``."""
     ft = settings.group("finetune")
     metric = next(r["metric"] for r in runs if r.get("status") == Status.COMPLETED)
     scored = f"test_{metric}"

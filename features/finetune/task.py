@@ -1,15 +1,5 @@
-"""The fine-tuning LightningModule: a sequence classifier's loss, metrics, optimiser, schedule.
-
-Classification metrics come from the confusion matrix of each validation or test pass
-(``confusion[t, p]`` counts examples of true class t predicted as p): accuracy; F1 (of class
-1 for two classes, as GLUE reports MRPC; the mean over classes, macro, for more); Matthews
-correlation (its multi-class form, Gorodkin's R_K; CoLA's); and the per-class counts, the
-matrix itself. A regression (one output, mean squared error, as Hugging Face's
-``problem_type="regression"``) is judged on the pass's predictions: Pearson's and Spearman's
-correlation with the scores, their mean (STS-B's headline, pearson_spearman), and the MSE.
-The optimiser is AdamW (decay on matrices only: ``training.optim``), with linear warmup then
-cosine decay to 0 (``warmup_cosine``).
-"""
+"""The fine-tuning LightningModule: a sequence classifier's loss, metrics (from each pass's
+confusion matrix, or a regression's predictions), AdamW, warmup then cosine decay."""
 
 from __future__ import annotations
 
@@ -28,6 +18,7 @@ from conf.schema import OptimConfig
 from features.finetune.checkpoints import classifier_outputs, problem_of
 from features.finetune.classifier import SequenceClassifier
 from features.finetune.config import FinetuneConfig
+from features.finetune.labelled import REGRESSION_METRICS
 from models.config import ModelConfig
 from models.transformer import build_model
 from training.callbacks import rng_states, set_rng_states
@@ -94,7 +85,7 @@ def regression_metrics(predicted: Tensor, true: Tensor) -> dict[str, float]:
     }
 
 
-REGRESSION_METRIC_NAMES = ("pearson_spearman", "pearson", "spearman", "mse")
+REGRESSION_METRIC_NAMES = (*REGRESSION_METRICS, "mse")
 
 
 def metric_names(problem: str) -> tuple[str, ...]:
@@ -189,34 +180,25 @@ class ClassificationTask(L.LightningModule):
     def _log_metrics(self, stage: str) -> None:
         loss = self._loss_means[stage].compute()
         self._loss_means[stage].reset()
-        # Equivalent mutants: sync_dist=False, None or dropped log the same value (torchmetrics
-        # has reduced it over the DDP ranks; sync_dist=True only says so).
-        self.log(
-            f"{stage}/loss",
-            loss,
-            sync_dist=True,  # pragma: no mutate
-            prog_bar=stage == "val",
-        )
         if self.regression:
             predicted = self._predictions[stage].compute()  # (N,), synced across ranks
             true = self._scores[stage].compute()  # (N,)
             self._predictions[stage].reset()
             self._scores[stage].reset()
-            for name, value in regression_metrics(predicted, true).items():
-                self.log(
-                    f"{stage}/{name}",
-                    value,
-                    sync_dist=True,  # pragma: no mutate
-                )
-            return
-        confusion = self._confusions[stage].compute()  # (K, K), synced across ranks
-        self._confusions[stage].reset()
-        self.confusion[stage] = confusion.long().tolist()
-        for name, metric in METRICS.items():
+            values = {"loss": loss, **regression_metrics(predicted, true)}
+        else:
+            confusion = self._confusions[stage].compute()  # (K, K), synced across ranks
+            self._confusions[stage].reset()
+            self.confusion[stage] = confusion.long().tolist()
+            values = {"loss": loss, **{name: m(confusion) for name, m in METRICS.items()}}
+        # Equivalent mutants: sync_dist=False, None or dropped log the same value (torchmetrics
+        # has reduced it over the DDP ranks; sync_dist=True only says so).
+        for name, value in values.items():
             self.log(
                 f"{stage}/{name}",
-                metric(confusion),
+                value,
                 sync_dist=True,  # pragma: no mutate
+                prog_bar=stage == "val" and name == "loss",
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
