@@ -124,10 +124,6 @@ NOT_RUNNABLE = {
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
     "python train.py data=tinystories data.streaming=true": NETWORK,
-    "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
-        "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
-        "is a mode=finetune run, as above"
-    ),
     "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
     # Launchers that start fresh interpreters (~10 s of imports each here): the tests named
     # run the same commands end to end and check more than that they exit 0.
@@ -177,10 +173,10 @@ NOT_RUNNABLE = {
 
 # Benchmarks that write only in temporary directories of their own: they run in a second fork
 # server beside the other commands, which share the scratch directory and run in order.
-BESIDE = (
+BESIDE = {
     *("bench.attention", "bench.train_step", "bench.generate", "bench.startup"),
-    *("bench.shakespeare_char", "bench.eval", "bench.heads"),
-)
+    *("bench.shakespeare_char", "bench.eval"),
+}
 
 # Benchmarks with their quickest options; "{ws}" is the scratch directory.
 SMALL_TRAIN = ["logger=none", *[f"{k}={v}" for k, v in TINY.items() if k != "max_new_tokens"]]
@@ -237,9 +233,6 @@ QUICK = {
         ],
     ),
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
-    "python -m bench.heads": [
-        *("--train-steps", "1", "--repeats", "1", "--warmup", "0", "--", *SMALL_TRAIN),
-    ],
     "python -m bench.eval --max-chars 150000 --threads 1": [
         *("--max-chars", "3000", "--threads", "1", "--train-steps", "1"),
         *("--shakespeare", "{ws}/path/to/tinyshakespeare.txt"),
@@ -295,6 +288,7 @@ def _merge_features() -> None:
         for table in (PLACEHOLDERS, PRODUCERS, NOT_RUNNABLE, QUICK, FAILS, PROMISES, MODE_ARGS):
             name = next(k for k, v in globals().items() if v is table)
             table.update(getattr(own, name, {}))
+        BESIDE.update(getattr(own, "BESIDE", ()))
 
 
 _merge_features()

@@ -8,6 +8,10 @@ PRODUCERS = {"FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkp
 # validates and writes the checkpoints/best.ckpt that mode=eval ckpt_path=$FT_RUN reads.
 MODE_ARGS = {"mode=finetune": ["finetune.max_steps=2", "finetune.batch_size=512"]}
 NOT_RUNNABLE = {
+    "python -m features.finetune.bench --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
+        "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
+        "is a mode=finetune run, as above"
+    ),
     # the pretraining sweeps that pretrained against scratch starts from
     "python train.py -m seed=1,2,3 hydra.sweep.dir=runs/gpt": MEASUREMENT,
     "python train.py -m model=bert seed=1,2,3 hydra.sweep.dir=runs/bert": MEASUREMENT,

@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m bench.heads                          # a default GPT trained a few steps
-    python -m bench.heads --ckpt RUN/checkpoints/best.ckpt --repeats 5
-    python -m bench.heads --warmup 0 -- model.num_layers=1   # train another shape
+    python -m features.heads.bench                          # a default GPT trained a few steps
+    python -m features.heads.bench --ckpt RUN/checkpoints/best.ckpt --repeats 5
+    python -m features.heads.bench --warmup 0 -- model.num_layers=1   # train another shape
 
 Both modes score the checkpoint's own validation split (the data ``mode=eval`` chooses). The
 checkpoint is copied into a temporary run directory, so its own directory gets no heads.json

@@ -3,8 +3,8 @@ seeds, and its throughput.
 
 Usage::
 
-    python -m bench.finetune --gpt SWEEP_DIR --bert SWEEP_DIR       # the pretraining sweeps
-    python -m bench.finetune --gpt multirun/gpt --inits scratch --out bench_finetune
+    python -m features.finetune.bench --gpt SWEEP_DIR --bert SWEEP_DIR  # the pretraining sweeps
+    python -m features.finetune.bench --gpt multirun/gpt --inits scratch --out bench_finetune
 
 Each pretraining sweep directory holds one job per seed (``python train.py -m seed=1,2,3``,
 and ``model=bert`` for the encoder). Each arm (``--inits``: pretrained, scratch) is one
