@@ -1,23 +1,11 @@
-"""The Hugging Face architectures a tinylm network exports to: one table entry per family.
+"""The Hugging Face architectures a tinylm network exports to, weight for weight: GPT-2 (the
+decoder with learned or sinusoidal positions), GPT-NeoX (rope) and BERT (the encoder).
 
-The decoder is GPT-2 (pre-LN, learned positions, exact GELU, tied head), or GPT-NeoX with
-rotary positions (``model.position=rope``: the same half-split rotation, over the whole head,
-base 10000, sequential residuals), and the encoder BERT (post-LN, MLM head tied to the token
-table with its own bias), weight for weight, so the export is a renaming plus a few exact
-rewrites: a sinusoidal position table becomes a learned one holding the same values,
-``qkv_bias=false`` becomes zero biases, GPT-NeoX's fused projection takes the rows of each
-head's q, k, v together, and an encoder without token types gets a single all-zero
-token-type row (BERT always adds one).
-
-Each ``HFFamily`` says which checkpoints it takes (``arch`` and ``positions``), and decides
-every ``ModelConfig`` field once: ``maps`` names where transformers holds a field it
-reproduces for every value, ``refusals`` name the values of a field it has no exact
-equivalent for (its other values are reproduced), each with the reason. A field appears in
-one of the two; ``tests/training/test_hf_families.py`` walks the fields, so a new model option fails
-the tests until every family has decided it.
-
-Nothing here imports transformers: the families name its classes, ``training.hf_export``
-builds them.
+Each ``HFFamily`` decides every ``ModelConfig`` field once: ``maps`` names where transformers
+holds a field it reproduces for every value, ``refusals`` the values it has no exact equivalent
+for, with the reason. ``tests/training/test_hf_families.py`` walks the fields, so a new model
+option fails the tests until every family has decided it. transformers is imported by
+``training.hf_export``, not here.
 """
 
 from __future__ import annotations
@@ -61,8 +49,7 @@ class HFFamily:
     def check(
         self, cfg: ModelConfig, remedy: str = "export.format=safetensors keeps every setting"
     ) -> None:
-        """Refuse the settings this family cannot reproduce exactly, naming each in one error
-        that ends with ``remedy`` (what the user can do instead)."""
+        """Refuse the settings this family cannot reproduce exactly, naming each, in one error."""
         problems = [refusal.reason(cfg) for refusal in self.refusals if refusal.refuses(cfg)]
         if problems:
             raise ValueError(
@@ -110,25 +97,20 @@ def one_hidden_dropout(family: str, hf_name: str) -> Refusal:
 # ------------------------------------------------------------------------- weights, renamed
 
 
-def _bias(layer: nn.Linear) -> Tensor:
+def _bias(layer: nn.Module) -> Tensor:
+    """The bias, zeros for ``qkv_bias=false``."""
     return layer.bias if layer.bias is not None else torch.zeros(layer.out_features)
 
 
-def _norm(prefix: str, layer: nn.LayerNorm) -> dict[str, Tensor]:
-    return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": layer.bias}
-
-
-def _linear(prefix: str, layer: nn.Linear) -> dict[str, Tensor]:
-    return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": _bias(layer)}
-
-
-def _conv1d(prefix: str, layer: nn.Linear) -> dict[str, Tensor]:
-    # GPT-2's Conv1D stores [in, out], the transpose of nn.Linear's [out, in].
-    return {f"{prefix}.weight": layer.weight.t(), f"{prefix}.bias": _bias(layer)}
+def _params(prefix: str, layer: nn.Module, conv1d: bool = False) -> dict[str, Tensor]:
+    """A linear layer's or LayerNorm's weight and bias; ``conv1d``: the weight as GPT-2's Conv1D
+    holds it, [in, out], the transpose of nn.Linear's."""
+    weight = layer.weight.t() if conv1d else layer.weight
+    return {f"{prefix}.weight": weight, f"{prefix}.bias": _bias(layer)}
 
 
 def _position_table(model: Encoder | Decoder) -> Tensor:
-    """The learned table, or the sinusoid's values for a learned table to hold: [T, C]."""
+    """The learned table, or the sinusoid's values for a learned one to hold: [T, C]."""
     emb = model.embeddings
     return emb.position.weight if emb.position is not None else emb.sinusoid
 
@@ -194,21 +176,20 @@ def _gpt2_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
 
 
 def _gpt2_weights(model: Decoder) -> dict[str, Tensor]:
-    # GPT-2's fused c_attn splits q, k, v in that order, heads contiguous within each:
-    # tinylm's layout.
+    # GPT-2's fused c_attn is tinylm's layout: q, k, v, heads contiguous within each.
     out = {
         "transformer.wte.weight": model.embeddings.token.weight,
         "transformer.wpe.weight": _position_table(model),
     }
     for i, block in enumerate(model.blocks):
         p = f"transformer.h.{i}"
-        out |= _norm(f"{p}.ln_1", block.attn_norm)
-        out |= _conv1d(f"{p}.attn.c_attn", block.attn.qkv_proj)
-        out |= _conv1d(f"{p}.attn.c_proj", block.attn.out_proj)
-        out |= _norm(f"{p}.ln_2", block.mlp_norm)
-        out |= _conv1d(f"{p}.mlp.c_fc", block.mlp.fc1)
-        out |= _conv1d(f"{p}.mlp.c_proj", block.mlp.fc2)
-    out |= _norm("transformer.ln_f", model.final_norm)
+        out |= _params(f"{p}.ln_1", block.attn_norm)
+        out |= _params(f"{p}.attn.c_attn", block.attn.qkv_proj, conv1d=True)
+        out |= _params(f"{p}.attn.c_proj", block.attn.out_proj, conv1d=True)
+        out |= _params(f"{p}.ln_2", block.mlp_norm)
+        out |= _params(f"{p}.mlp.c_fc", block.mlp.fc1, conv1d=True)
+        out |= _params(f"{p}.mlp.c_proj", block.mlp.fc2, conv1d=True)
+    out |= _params("transformer.ln_f", model.final_norm)
     out["lm_head.weight"] = model.lm_head.weight
     return out
 
@@ -275,14 +256,14 @@ def _gpt_neox_weights(model: Decoder) -> dict[str, Tensor]:
     for i, block in enumerate(model.blocks):
         p = f"gpt_neox.layers.{i}"
         qkv = block.attn.qkv_proj
-        out |= _norm(f"{p}.input_layernorm", block.attn_norm)
+        out |= _params(f"{p}.input_layernorm", block.attn_norm)
         out[f"{p}.attention.query_key_value.weight"] = per_head_qkv(qkv.weight)
         out[f"{p}.attention.query_key_value.bias"] = per_head_qkv(_bias(qkv))
-        out |= _linear(f"{p}.attention.dense", block.attn.out_proj)
-        out |= _norm(f"{p}.post_attention_layernorm", block.mlp_norm)
-        out |= _linear(f"{p}.mlp.dense_h_to_4h", block.mlp.fc1)
-        out |= _linear(f"{p}.mlp.dense_4h_to_h", block.mlp.fc2)
-    out |= _norm("gpt_neox.final_layer_norm", model.final_norm)
+        out |= _params(f"{p}.attention.dense", block.attn.out_proj)
+        out |= _params(f"{p}.post_attention_layernorm", block.mlp_norm)
+        out |= _params(f"{p}.mlp.dense_h_to_4h", block.mlp.fc1)
+        out |= _params(f"{p}.mlp.dense_4h_to_h", block.mlp.fc2)
+    out |= _params("gpt_neox.final_layer_norm", model.final_norm)
     out["lm_head.weight"] = model.lm_head.weight
     return out
 
@@ -335,7 +316,7 @@ def _bert_weights(model: Encoder) -> dict[str, Tensor]:
             emb.token_type.weight if emb.token_type is not None else torch.zeros(1, width)
         ),
     }
-    out |= _norm("bert.embeddings.LayerNorm", emb.norm)
+    out |= _params("bert.embeddings.LayerNorm", emb.norm)
     for i, block in enumerate(model.blocks):
         p = f"bert.encoder.layer.{i}"
         qkv = block.attn.qkv_proj
@@ -343,16 +324,16 @@ def _bert_weights(model: Encoder) -> dict[str, Tensor]:
         for name, w, b in zip(("query", "key", "value"), weights, biases, strict=True):
             out[f"{p}.attention.self.{name}.weight"] = w
             out[f"{p}.attention.self.{name}.bias"] = b
-        out |= _linear(f"{p}.attention.output.dense", block.attn.out_proj)
-        out |= _norm(f"{p}.attention.output.LayerNorm", block.attn_norm)
-        out |= _linear(f"{p}.intermediate.dense", block.mlp.fc1)
-        out |= _linear(f"{p}.output.dense", block.mlp.fc2)
-        out |= _norm(f"{p}.output.LayerNorm", block.mlp_norm)
+        out |= _params(f"{p}.attention.output.dense", block.attn.out_proj)
+        out |= _params(f"{p}.attention.output.LayerNorm", block.attn_norm)
+        out |= _params(f"{p}.intermediate.dense", block.mlp.fc1)
+        out |= _params(f"{p}.output.dense", block.mlp.fc2)
+        out |= _params(f"{p}.output.LayerNorm", block.mlp_norm)
     head = model.mlm_head
-    out |= _linear("cls.predictions.transform.dense", head.dense)
-    out |= _norm("cls.predictions.transform.LayerNorm", head.norm)
-    out |= _linear("cls.predictions.decoder", head.proj)
-    # BERT keeps the output bias twice (tied when the head is): both hold tinylm's one bias.
+    out |= _params("cls.predictions.transform.dense", head.dense)
+    out |= _params("cls.predictions.transform.LayerNorm", head.norm)
+    out |= _params("cls.predictions.decoder", head.proj)
+    # BERT keeps the output bias twice: both hold tinylm's one bias.
     out["cls.predictions.bias"] = head.proj.bias
     return out
 

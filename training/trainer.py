@@ -1,10 +1,4 @@
-"""The Lightning ``Trainer`` and logger of a job, built from ``Settings``.
-
-Training gets checkpointing (best and last), the save-on-signal guard, atomic checkpoint IO,
-a progress bar redrawn once per logging interval, and the configured logger; evaluation gets a
-bare single-device Trainer. Lightning's own DDP/FSDP strategies carry the same configs across
-GPUs and nodes.
-"""
+"""The Lightning ``Trainer`` and logger of a job, built from ``Settings``."""
 
 from __future__ import annotations
 
@@ -39,8 +33,8 @@ _quiet_lightning()
 def training_trainer(
     settings: Settings, out_dir: Path, callbacks: Sequence[L.Callback] = ()
 ) -> L.Trainer:
-    """The Trainer of ``mode=train``; ``callbacks`` are added to tinylm's own (tests add fault
-    injectors this way)."""
+    """The Trainer of ``mode=train``: checkpoints (best and last), the save-on-signal guard,
+    atomic checkpoint writes, the logger; ``callbacks`` are added to these."""
     checkpointing = ModelCheckpoint(
         dirpath=out_dir / "checkpoints",
         filename="best",
@@ -59,7 +53,7 @@ def training_trainer(
         SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
         *callbacks,
     ]
-    all_callbacks += training_callbacks(settings)  # the features' (the heads' statistics)
+    all_callbacks += training_callbacks(settings)  # the features'
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
@@ -83,8 +77,8 @@ def training_trainer(
 
 
 def _devices_of_this_job(settings: Settings) -> Any:
-    """``trainer.devices``; under a parallel sweep on a machine with several GPUs, a one-GPU
-    job k takes GPU k mod (number of GPUs), so the jobs spread over them."""
+    """``trainer.devices``; in a parallel sweep on several GPUs, one-GPU job k takes GPU k mod
+    (number of GPUs), so the jobs spread over them."""
     devices = settings.trainer.devices
     gpus = torch.cuda.device_count()
     on_gpu = settings.trainer.accelerator in ("gpu", "cuda", "auto") and gpus > 1
@@ -147,8 +141,8 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
 
 
 def _directory_name(name: str, limit: int = 200) -> str:
-    """``name`` as one directory name: "/" replaced, and a long one (many overrides) cut with
-    a digest of the whole, within the 255-byte limit of common filesystems."""
+    """``name`` as one directory name: "/" replaced, a long one cut, with a digest of the whole,
+    within the 255-byte limit of common filesystems."""
     name = name.replace("/", "_")
     if len(name.encode()) <= limit:
         return name
