@@ -70,17 +70,14 @@ def set_rng_states(states: dict[str, Any]) -> None:
 class AtomicCheckpointIO(TorchCheckpointIO):
     """A checkpoint written beside its path, then renamed over it, so that a crash mid-write
     leaves the previous one whole (Lightning's goes through a temp file in /tmp, a copy when
-    that is another filesystem); remote URLs keep Lightning's way. Weights holding NaN/Inf are
-    refused, so a diverged run never replaces a good checkpoint."""
+    that is another filesystem). Weights holding NaN/Inf are refused, so a diverged run never
+    replaces a good checkpoint. The paths are local: the trainer's are ``Path``s."""
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
         _refuse_non_finite(checkpoint, path)
-        if "://" in str(path):
-            return super().save_checkpoint(checkpoint, path, storage_options)
         write_atomically(path, lambda f: torch.save(checkpoint, f))
-        return None
 
 
 def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:

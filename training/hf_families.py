@@ -2,8 +2,9 @@
 decoder with learned or sinusoidal positions), GPT-NeoX (rope) and BERT (the encoder).
 
 Each ``HFFamily`` decides every ``ModelConfig`` field once: ``maps`` names where transformers
-holds a field it reproduces for every value, ``refusals`` the values it has no exact equivalent
-for, with the reason. ``tests/training/test_hf_families.py`` walks the fields, so a new model
+holds a field it reproduces for every value (``renames``: a config key holding the value as it
+is, ``notes``: the others), ``refusals`` the values it has no exact equivalent for, with the
+reason. ``tests/training/test_hf_families.py`` walks the fields, so a new model
 option fails the tests until every family has decided it. transformers is imported by
 ``training.hf_export``, not here.
 """
@@ -41,10 +42,21 @@ class HFFamily:
     config_class: str
     arch: str  # the ModelConfig.arch and .position values it takes
     positions: tuple[str, ...]
-    maps: Mapping[str, str]  # field -> where transformers holds it (every value exported)
+    renames: Mapping[str, str]  # field -> the transformers config key holding its value
+    notes: Mapping[str, str]  # the other fields exported -> how transformers holds them
     refusals: tuple[Refusal, ...]
-    config_kwargs: Callable[[ModelConfig, SpecialTokens], dict[str, Any]]
+    settings: Callable[[ModelConfig, SpecialTokens], dict[str, Any]]  # the config's other keys
     weights: Callable[[Encoder | Decoder], dict[str, Tensor]]  # every transformers parameter
+
+    @property
+    def maps(self) -> dict[str, str]:
+        """Every field exported for all its values -> where transformers holds it."""
+        return {**self.renames, **self.notes}
+
+    def config_kwargs(self, cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+        """The transformers config of ``cfg``, as keyword arguments."""
+        renamed = {key: getattr(cfg, _RESOLVED.get(f, f)) for f, key in self.renames.items()}
+        return renamed | {"pad_token_id": specials.pad_id} | self.settings(cfg, specials)
 
     def check(
         self, cfg: ModelConfig, remedy: str = "export.format=safetensors keeps every setting"
@@ -115,60 +127,34 @@ def _position_table(model: Encoder | Decoder) -> Tensor:
     return emb.position.weight if emb.position is not None else emb.sinusoid
 
 
-def _common_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
-    return {
-        "vocab_size": cfg.vocab_size,
-        "pad_token_id": specials.pad_id,
-        "tie_word_embeddings": cfg.tie_embeddings,
-    }
-
-
-def _shared_sizes(cfg: ModelConfig) -> dict[str, Any]:
-    """The sizes under the names BERT and GPT-NeoX share."""
-    return {
-        "hidden_size": cfg.hidden_size,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_heads,
-        "intermediate_size": cfg.mlp_size,
-        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
-        "max_position_embeddings": cfg.max_seq_len,
-        "layer_norm_eps": cfg.layer_norm_eps,
-    }
-
-
-# The fields every family holds under the same transformers names.
-_COMMON_MAPS = {
-    "vocab_size": "vocab_size",
-    "tie_embeddings": "tie_word_embeddings",
-    "pad_token_id": "pad_token_id (the tokenizer's padding id, as the app fills it in)",
-    "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
+# The fields whose value is a property of ModelConfig's, with its default resolved.
+_RESOLVED = {
+    "intermediate_size": "mlp_size",
+    "attn_dropout": "attn_dropout_p",
+    "resid_dropout": "resid_dropout_p",
+    "embd_dropout": "embd_dropout_p",
 }
-_SHARED_SIZE_MAPS = {
+_COMMON_RENAMES = {"vocab_size": "vocab_size", "tie_embeddings": "tie_word_embeddings"}
+_SHARED_SIZE_RENAMES = {  # the names BERT and GPT-NeoX share
     "max_seq_len": "max_position_embeddings",
     "hidden_size": "hidden_size",
     "num_layers": "num_hidden_layers",
     "num_heads": "num_attention_heads",
-    "intermediate_size": "intermediate_size (4 * hidden_size for None)",
+    "intermediate_size": "intermediate_size",
     "layer_norm_eps": "layer_norm_eps",
+}
+_COMMON_NOTES = {
+    "pad_token_id": "pad_token_id (the tokenizer's padding id, as the app fills it in)",
+    "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
 }
 
 
 # ------------------------------------------------------------------------------------ GPT-2
 
 
-def _gpt2_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+def _gpt2_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
     return {
-        **_common_config(cfg, specials),
-        "n_positions": cfg.max_seq_len,
-        "n_embd": cfg.hidden_size,
-        "n_layer": cfg.num_layers,
-        "n_head": cfg.num_heads,
-        "n_inner": cfg.mlp_size,
         "activation_function": "gelu",  # exact (erf) GELU, as nn.GELU()
-        "resid_pdrop": cfg.resid_dropout_p,
-        "embd_pdrop": cfg.embd_dropout_p,
-        "attn_pdrop": cfg.attn_dropout_p,
-        "layer_norm_epsilon": cfg.layer_norm_eps,
         # GPT-2's convention: one <|endoftext|> token starts and ends documents.
         "bos_token_id": specials.eos_id,
         "eos_token_id": specials.eos_id,
@@ -200,24 +186,27 @@ GPT2 = HFFamily(
     config_class="GPT2Config",
     arch="decoder",
     positions=("learned", "sinusoidal"),
-    maps={
-        **_COMMON_MAPS,
-        "arch": "GPT2LMHeadModel (causal, LM head)",
+    renames={
+        **_COMMON_RENAMES,
         "max_seq_len": "n_positions",
         "hidden_size": "n_embd",
         "num_layers": "n_layer",
         "num_heads": "n_head",
         "intermediate_size": "n_inner",
-        "dropout": "attn_pdrop, resid_pdrop, embd_pdrop (where not overridden)",
+        "layer_norm_eps": "layer_norm_epsilon",
         "attn_dropout": "attn_pdrop",
         "resid_dropout": "resid_pdrop",
         "embd_dropout": "embd_pdrop",
+    },
+    notes={
+        **_COMMON_NOTES,
+        "arch": "GPT2LMHeadModel (causal, LM head)",
+        "dropout": "attn_pdrop, resid_pdrop, embd_pdrop (where not overridden)",
         "position": "wpe (learned, or holding the sinusoid's values)",
         "type_vocab_size": "nothing: a decoder has no token types",
-        "layer_norm_eps": "layer_norm_epsilon",
     },
     refusals=(layer_norm_layout("GPT-2", "pre"), one_kv_head_per_query_head("GPT-2")),
-    config_kwargs=_gpt2_config,
+    settings=_gpt2_settings,
     weights=_gpt2_weights,
 )
 
@@ -225,12 +214,9 @@ GPT2 = HFFamily(
 # --------------------------------------------------------------------------------- GPT-NeoX
 
 
-def _gpt_neox_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+def _gpt_neox_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
     return {
-        **_common_config(cfg, specials),
-        **_shared_sizes(cfg),
-        "hidden_dropout": cfg.resid_dropout_p,
-        "attention_dropout": cfg.attn_dropout_p,
+        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
         "use_parallel_residual": False,  # x + attn(ln(x)), then + mlp(ln(.)), as tinylm
         "attention_bias": True,  # qkv_bias=false exports zero biases
         "rope_parameters": {
@@ -274,13 +260,16 @@ GPT_NEOX = HFFamily(
     config_class="GPTNeoXConfig",
     arch="decoder",
     positions=("rope",),
-    maps={
-        **_COMMON_MAPS,
-        **_SHARED_SIZE_MAPS,
-        "arch": "GPTNeoXForCausalLM (causal, LM head)",
-        "dropout": "attention_dropout, hidden_dropout (where not overridden)",
+    renames={
+        **_COMMON_RENAMES,
+        **_SHARED_SIZE_RENAMES,
         "attn_dropout": "attention_dropout",
         "resid_dropout": "hidden_dropout",
+    },
+    notes={
+        **_COMMON_NOTES,
+        "arch": "GPTNeoXForCausalLM (causal, LM head)",
+        "dropout": "attention_dropout, hidden_dropout (where not overridden)",
         "position": "rope_parameters (base 10000, every head dimension)",
         "type_vocab_size": "nothing: a decoder has no token types",
     },
@@ -289,7 +278,7 @@ GPT_NEOX = HFFamily(
         one_kv_head_per_query_head("GPT-NeoX"),
         one_hidden_dropout("GPT-NeoX", "hidden_dropout"),
     ),
-    config_kwargs=_gpt_neox_config,
+    settings=_gpt_neox_settings,
     weights=_gpt_neox_weights,
 )
 
@@ -297,14 +286,9 @@ GPT_NEOX = HFFamily(
 # ------------------------------------------------------------------------------------- BERT
 
 
-def _bert_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
-    return {
-        **_common_config(cfg, specials),
-        **_shared_sizes(cfg),
-        "hidden_dropout_prob": cfg.resid_dropout_p,
-        "attention_probs_dropout_prob": cfg.attn_dropout_p,
-        "type_vocab_size": max(1, cfg.type_vocab_size),
-    }
+def _bert_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+    # exact (erf) GELU, as nn.GELU(); BERT always adds a token-type row
+    return {"hidden_act": "gelu", "type_vocab_size": max(1, cfg.type_vocab_size)}
 
 
 def _bert_weights(model: Encoder) -> dict[str, Tensor]:
@@ -344,13 +328,16 @@ BERT = HFFamily(
     config_class="BertConfig",
     arch="encoder",
     positions=("learned", "sinusoidal", "rope"),  # rope only to refuse it by name
-    maps={
-        **_COMMON_MAPS,
-        **_SHARED_SIZE_MAPS,
-        "arch": "BertForMaskedLM (bidirectional, MLM head)",
-        "dropout": "attention_probs_dropout_prob, hidden_dropout_prob (where not overridden)",
+    renames={
+        **_COMMON_RENAMES,
+        **_SHARED_SIZE_RENAMES,
         "attn_dropout": "attention_probs_dropout_prob",
         "resid_dropout": "hidden_dropout_prob",
+    },
+    notes={
+        **_COMMON_NOTES,
+        "arch": "BertForMaskedLM (bidirectional, MLM head)",
+        "dropout": "attention_probs_dropout_prob, hidden_dropout_prob (where not overridden)",
         "type_vocab_size": "type_vocab_size (one all-zero row for 0)",
     },
     refusals=(
@@ -363,7 +350,7 @@ BERT = HFFamily(
             lambda cfg: "model.position=rope (BERT adds a learned position table)",
         ),
     ),
-    config_kwargs=_bert_config,
+    settings=_bert_settings,
     weights=_bert_weights,
 )
 
