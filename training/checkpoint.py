@@ -305,10 +305,9 @@ def check_resume(
             "run without ckpt_path"
         )
     filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
-    asked = model.to_dict()
     differ = [
         f"model.{k}={v} (checkpoint: {trained_model.get(k)})"
-        for k, v in asked.items()
+        for k, v in model.to_dict().items()
         if k not in filled and trained_model.get(k) != v
     ]
     kind = trained.get("optim_config", {}).get("kind", "adamw")  # older checkpoints: AdamW

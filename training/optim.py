@@ -94,11 +94,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:  # Lightning's closure: forward, backward, gradient clip
-            with torch.enable_grad():
-                loss = closure()
-        self.muon.step()
+        loss = self.muon.step(closure)  # Lightning's closure (forward, backward, clip) first
         self.adamw.step()
         return loss
 

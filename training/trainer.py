@@ -19,15 +19,11 @@ from conf.features import training_callbacks
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
 
-
-def _quiet_lightning() -> None:
-    """One copy of Lightning's messages (Hydra's root handler would repeat them), no ads."""
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    rank_zero.addFilter(lambda record: "litlogger" not in record.getMessage())
-    logging.getLogger("lightning.pytorch").propagate = False
-
-
-_quiet_lightning()
+# One copy of Lightning's messages (Hydra's root handler would repeat them), no ads.
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+    lambda record: "litlogger" not in record.getMessage()
+)
+logging.getLogger("lightning.pytorch").propagate = False
 
 
 def training_trainer(
@@ -52,8 +48,8 @@ def training_trainer(
         checkpointing,
         SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
         *callbacks,
+        *training_callbacks(settings),  # the features'
     ]
-    all_callbacks += training_callbacks(settings)  # the features'
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
@@ -133,9 +129,8 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
         mode=mode,
         config={"settings": settings.plain(), "overrides": settings.overrides},
     )
-    # Lightning always passes wandb.init an `anonymous` setting (None unless asked), which
-    # wandb deprecates with a warning on every run; left out, wandb's default is the same,
-    # and every other wandb warning still prints.
+    # Lightning always passes wandb.init `anonymous`, deprecated with a warning on every run;
+    # left out, wandb's default is the same.
     drop_wandb_init_argument(logger, "anonymous")
     return logger
 
