@@ -76,25 +76,21 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
-        _refuse_non_finite(checkpoint, path)
+        bad = [
+            name
+            for name, value in checkpoint.get("state_dict", {}).items()
+            if torch.is_tensor(value)
+            and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())
+        ]
+        if bad:
+            optim_config = checkpoint.get("hyper_parameters", {}).get("optim_config", {})
+            raise FloatingPointError(
+                f"not saving {path}: weights {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
+                f"hold NaN/Inf at step {checkpoint.get('global_step')}. "
+                f"{divergence_hint(optim_config)}"
+            )
         write_atomically(path, lambda f: torch.save(checkpoint, f))
-
-
-def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
-    bad = [
-        name
-        for name, value in checkpoint.get("state_dict", {}).items()
-        if torch.is_tensor(value)
-        and value.is_floating_point()
-        and not bool(torch.isfinite(value).all())
-    ]
-    if bad:
-        optim_config = checkpoint.get("hyper_parameters", {}).get("optim_config", {})
-        raise FloatingPointError(
-            f"not saving {path}: weights {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
-            f"hold NaN/Inf at step {checkpoint.get('global_step')}. "
-            f"{divergence_hint(optim_config)}"
-        )
 
 
 # SLURM's --signal (SIGUSR1 by convention) and submitit's pre-emption signal (SIGUSR2).
@@ -106,7 +102,7 @@ class SaveOnInterrupt(L.Callback):
     resumable checkpoint; a second Ctrl-C stops at once, without saving.
 
     Lightning's SIGTERM path does the stopping (``received_sigterm`` set, ``SIGTERMException``
-    at the end of the step, then ``on_exception`` saves), but its handler replaced here: under
+    at the end of the step, then ``on_exception`` saves), with its handler replaced: under
     DDP the ranks must stop at the same step (saving holds a barrier), and Lightning's, which
     lets each rank stop at its own step and broadcasts from inside the handler, hung in a
     test. Under DDP ours only notes the signal, and the ranks agree after every step.
