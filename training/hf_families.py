@@ -3,10 +3,9 @@ decoder with learned or sinusoidal positions), GPT-NeoX (rope) and BERT (the enc
 
 Each ``HFFamily`` decides every ``ModelConfig`` field once: ``maps`` names where transformers
 holds a field it reproduces for every value (``renames``: a config key holding the value as it
-is, ``notes``: the others), ``refusals`` the values it has no exact equivalent for, with the
-reason. ``tests/training/test_hf_families.py`` walks the fields, so a new model
-option fails the tests until every family has decided it. transformers is imported by
-``training.hf_export``, not here.
+is; ``notes``: the others), ``refusals`` the values it has no exact equivalent for, with the
+reason. ``tests/training/test_hf_families.py`` walks the fields, so a new model option fails
+the tests until every family has decided it. transformers is imported by ``hf_export`` only.
 """
 
 from __future__ import annotations
