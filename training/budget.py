@@ -1,13 +1,8 @@
-"""``trainer.budget``: equal compute for every job of a sweep, as steps or as a stop.
+"""``trainer.budget``: equal compute for every job of a sweep.
 
-A tokens or FLOPs budget becomes the job's number of optimiser steps before training starts
-(so the cosine schedule spans the job's real length): a step trains on batch_size x
-max_seq_len tokens per micro-batch, times gradient accumulation and the DDP world size, and
-costs the model's ``flops_per_token`` (forward + backward) per token. A seconds budget cannot
-be known in steps: the task stops the run once its training steps have taken that long
-(validation excluded) and decays the learning rate over the time spent
-(``training.task.warmup_cosine_over_time``); Lightning then validates and saves best and
-last, so the run is resumable like any other.
+A tokens or FLOPs budget becomes the job's number of optimiser steps before training starts,
+so that the cosine schedule spans the job's real length. A seconds budget is not known in
+steps: the task stops the run when its training steps have taken that long.
 """
 
 from __future__ import annotations
@@ -25,8 +20,7 @@ def tokens_per_step(settings: Settings, model: ModelConfig, trainer: L.Trainer) 
 
 
 def steps_for_budget(budget: BudgetConfig, step_tokens: int, flops_per_token: int) -> int | None:
-    """The optimiser steps a tokens or FLOPs budget buys (rounded down); None for a seconds
-    budget or none."""
+    """The optimiser steps a tokens or FLOPs budget buys (rounded down), else None."""
     if budget.tokens is not None:
         spent, per_step, unit = budget.tokens, step_tokens, "tokens"
     elif budget.flops is not None:
@@ -45,9 +39,8 @@ def steps_for_budget(budget: BudgetConfig, step_tokens: int, flops_per_token: in
 
 
 def apply_budget(settings: Settings, trainer: L.Trainer, model: ModelConfig, flops: int) -> None:
-    """Set ``trainer``'s length from ``trainer.budget`` (a step count, or no limit for a
-    seconds budget, which the task enforces), refusing a budget given with
-    ``trainer.max_steps`` or ``trainer.max_epochs`` on the command line: both would decide."""
+    """Set ``trainer``'s length from ``trainer.budget``, refusing one given with
+    ``trainer.max_steps`` or ``trainer.max_epochs`` on the command line."""
     budget = settings.trainer.budget
     chosen = budget.chosen()
     if not chosen:

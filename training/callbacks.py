@@ -1,9 +1,4 @@
-"""Lightning pieces that make training survive faults: signals, crashes mid-write, NaNs.
-
-``SaveOnInterrupt`` turns SIGINT/SIGTERM into a resumable checkpoint, ``AtomicCheckpointIO``
-never leaves a half-written or non-finite checkpoint, and ``rng_states`` / ``set_rng_states``
-carry the random number generators through a checkpoint as plain types.
-"""
+"""Lightning pieces that make training survive faults: signals, crashes mid-write, NaNs."""
 
 from __future__ import annotations
 
@@ -22,19 +17,17 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from common.files import write_atomically
 from common.library_private import mark_sigterm_received
 
-DIVERGENCE_HINT = (
-    "Likely causes: a learning rate too high ({rates}; try 3x smaller, or a longer "
-    "optim.warmup_steps), or fp16 overflow (use trainer.precision=bf16-mixed or 32-true). "
-    "Nothing was saved after the divergence: the last checkpoint is intact."
-)
-
 
 def divergence_hint(optim_config: dict[str, Any]) -> str:
-    """DIVERGENCE_HINT with the run's learning rates (AdamW's, and Muon's under optim=muon)."""
+    """The likely causes of a divergence, with the run's learning rates."""
     rates = f"optim.lr={optim_config.get('lr')}"
     if optim_config.get("muon_lr") is not None:
         rates += f", optim.muon_lr={optim_config['muon_lr']}"
-    return DIVERGENCE_HINT.format(rates=rates)
+    return (
+        f"Likely causes: a learning rate too high ({rates}; try 3x smaller, or a longer "
+        "optim.warmup_steps), or fp16 overflow (use trainer.precision=bf16-mixed or 32-true). "
+        "Nothing was saved after the divergence: the last checkpoint is intact."
+    )
 
 
 def rng_states() -> dict[str, Any]:
@@ -75,69 +68,47 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write a temporary file beside the checkpoint, fsync, then ``os.replace`` it
-    (``data.cache.write_atomically``): a crash or an error mid-write leaves the previous
-    checkpoint whole.
-
-    Lightning's own ``_atomic_save`` serialises to memory first, then goes through fsspec, whose
-    local "transaction" writes a temp file in the system temp directory and ``shutil.move``s
-    it: a copy, not a rename, when /tmp is another filesystem. Remote URLs keep Lightning's way.
-    Weights that hold NaN/Inf are refused, so a diverged run never replaces a good checkpoint.
-    """
+    """A checkpoint written beside its path, then renamed over it, so that a crash mid-write
+    leaves the previous one whole (Lightning's goes through a temp file in /tmp, a copy when
+    that is another filesystem). Weights holding NaN/Inf are refused, so a diverged run never
+    replaces a good checkpoint. The paths are local: the trainer's are ``Path``s."""
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
-        _refuse_non_finite(checkpoint, path)
-        if "://" in str(path):
-            return super().save_checkpoint(checkpoint, path, storage_options)
+        bad = [
+            name
+            for name, value in checkpoint.get("state_dict", {}).items()
+            if torch.is_tensor(value)
+            and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())
+        ]
+        if bad:
+            optim_config = checkpoint.get("hyper_parameters", {}).get("optim_config", {})
+            raise FloatingPointError(
+                f"not saving {path}: weights {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
+                f"hold NaN/Inf at step {checkpoint.get('global_step')}. "
+                f"{divergence_hint(optim_config)}"
+            )
         write_atomically(path, lambda f: torch.save(checkpoint, f))
-        return None
 
 
-def _refuse_non_finite(checkpoint: dict[str, Any], path: Any) -> None:
-    bad = [
-        name
-        for name, value in checkpoint.get("state_dict", {}).items()
-        if torch.is_tensor(value)
-        and value.is_floating_point()
-        and not bool(torch.isfinite(value).all())
-    ]
-    if bad:
-        optim_config = checkpoint.get("hyper_parameters", {}).get("optim_config", {})
-        raise FloatingPointError(
-            f"not saving {path}: weights {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
-            f"hold NaN/Inf at step {checkpoint.get('global_step')}. "
-            f"{divergence_hint(optim_config)}"
-        )
-
-
-# What a scheduler sends before it stops a job: SLURM's --signal (SIGUSR1 by convention) and
-# submitit's time-limit and pre-emption signal (SIGUSR2).
+# SLURM's --signal (SIGUSR1 by convention) and submitit's pre-emption signal (SIGUSR2).
 PREEMPTION_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 class SaveOnInterrupt(L.Callback):
-    """SIGTERM, SIGINT (Ctrl-C), SIGUSR1 or SIGUSR2 stops training after the current step and
-    saves a resumable checkpoint (weights, optimiser, schedule, loops, data position, RNG
-    states).
+    """SIGTERM, SIGINT, SIGUSR1 or SIGUSR2 stops training after the current step and saves a
+    resumable checkpoint; a second Ctrl-C stops at once, without saving.
 
-    Builds on Lightning's SIGTERM handling: once ``trainer.received_sigterm`` is set, the loop
-    raises ``SIGTERMException`` at the end of the step; ``on_exception`` then saves. Ctrl-C is
-    routed into the same path instead of a ``KeyboardInterrupt`` in the middle of an optimiser
-    step; a second Ctrl-C stops at once, without saving.
+    Lightning's SIGTERM path does the stopping (``received_sigterm`` set, ``SIGTERMException``
+    at the end of the step, then ``on_exception`` saves), with its handler replaced: under
+    DDP the ranks must stop at the same step (saving holds a barrier), and Lightning's, which
+    lets each rank stop at its own step and broadcasts from inside the handler, hung in a
+    test. Under DDP ours only notes the signal, and the ranks agree after every step.
 
-    Under DDP the ranks must stop at the same step: checkpointing holds a barrier, and a rank
-    that stepped on would wait for the others forever. Lightning's own handler does not
-    ensure it (each rank raises at the end of the step in which its own signal arrived, and
-    the handler broadcasts from inside the signal handler, nested in whatever collective the
-    rank was in): both hung in a test. So our handler replaces Lightning's and, under DDP,
-    only notes the signal; at the end of every step the ranks agree (one all-reduce) whether
-    any of them got one, and all raise the flag together.
-
-    After a pre-emption signal (SIGUSR1, SIGUSR2) is saved for, the handler that was there
-    before ours runs: under submitit or Lightning's SLURM environment, that is the one that
-    requeues the job (which then resumes from the saved checkpoint).
+    After saving for a pre-emption signal, the handler ours replaced runs: under submitit or
+    Lightning's SLURM environment, the one that requeues the job.
     """
 
     def __init__(self, save_path: str | Path) -> None:
@@ -149,8 +120,7 @@ class SaveOnInterrupt(L.Callback):
         self._previous: dict[int, Any] = {}  # the handlers ours replaced
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Lightning registered its SIGTERM handler just before; ours replaces it. Lightning's
-        # teardown puts back the handlers it found.
+        # Lightning's teardown puts back the handlers it found.
         if threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer

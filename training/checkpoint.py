@@ -1,9 +1,7 @@
 """Reading tinylm checkpoints safely, holding settings against them, exporting their weights.
 
-A checkpoint is Lightning's: ``state_dict`` (network weights under ``model.``) and
-``hyper_parameters`` holding plain types only (model/optim/data configs as dicts, the tokenizer
-as a JSON string). So it loads with ``torch.load(weights_only=True)``: a file that needs
-arbitrary pickled code to load is refused, never executed.
+A checkpoint holds plain types only, so it loads with ``torch.load(weights_only=True)``: a
+file that needs pickled code to load is refused, never executed.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ class LoadedCheckpoint:
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """``torch.load(weights_only=True)`` with errors that say what is wrong with the file: one
-    that is no checkpoint at all is named by what it looks like before torch reads it."""
+    """``torch.load(weights_only=True)`` with errors that say what is wrong with the file."""
     path = Path(path)
     if path.is_dir():
         check_not_hf_export(path)
@@ -79,8 +76,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def check_not_hf_export(folder: Path) -> None:
-    """A Hugging Face folder (what ``export.format=hf`` writes) given as ``ckpt_path`` is
-    named as one: it holds the same weights, but no checkpoint."""
+    """Refuse a Hugging Face folder (``export.format=hf``'s) given as ``ckpt_path``, by name."""
     if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
         raise ValueError(
             f"{folder} is a Hugging Face export folder (config.json, model.safetensors), not a "
@@ -90,9 +86,8 @@ def check_not_hf_export(folder: Path) -> None:
 
 
 def _check_torch_file(path: Path) -> None:
-    """What torch.save writes is a zip archive holding a ``data.pkl`` (or, from old
-    versions, a pickle); anything else is named by what it looks like, since torch.load would
-    call random bytes a pickle that needs code."""
+    """Name a file that is neither torch.save's zip archive nor a pickle by what it looks like:
+    torch.load would call random bytes a pickle that needs code."""
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
     if head.startswith(_ZIP_MAGIC):
@@ -124,8 +119,7 @@ def _check_torch_archive(path: Path) -> None:
 
 
 def _looks_like(path: Path, head: bytes) -> str:
-    """What a file that is no zip archive, pickle or safetensors is, as the rest of a sentence
-    that starts with its name."""
+    """What a file is, as the rest of a sentence that starts with its name."""
     if not head:
         return "is empty (0 bytes), not a checkpoint (a crash while saving can leave one)"
     try:
@@ -152,9 +146,8 @@ def _text_kind(path: Path, text: str) -> str:
 
 
 def _checkpoint_near(path: Path) -> str:
-    """The checkpoint ``path`` was exported from (mode=export names X.safetensors and X-hf/
-    after X.ckpt), else one beside it or in the checkpoints/ folder beside it, else the usual
-    place of one."""
+    """The checkpoint ``path`` was exported from (X.ckpt for X.safetensors or X-hf/), else one
+    beside it or in checkpoints/ beside it, else the usual place of one."""
     source = path.with_name(f"{path.stem.removesuffix('-hf')}.ckpt")
     found = sorted({*path.parent.glob("*.ckpt"), *path.parent.glob("checkpoints/*.ckpt")})
     near = [p for p in [source, *found] if p.is_file() and p != path]
@@ -170,8 +163,7 @@ def _damaged(path: Path, err: Exception) -> ValueError:
 
 
 def check_language_model(path: str | Path, hparams: dict[str, Any], mode: str | None) -> None:
-    """A checkpoint that is no pretrained language model (a feature's, such as a fine-tuned
-    classifier) where one is needed: one line, the feature's own where it has one."""
+    """Refuse a checkpoint that is no pretrained language model (a feature's), in one line."""
     if is_language_model(hparams):
         return
     owner = checkpoint_owner(hparams)
@@ -215,7 +207,7 @@ def loaded_checkpoint(
     hparams: dict[str, Any],
     checkpoint: dict[str, Any],
 ) -> LoadedCheckpoint:
-    """A rebuilt ``model`` with what was read beside it, in eval mode."""
+    """A rebuilt ``model``, in eval mode, with what was read beside it."""
     return LoadedCheckpoint(
         path=Path(path),
         model=model.eval(),
@@ -226,10 +218,8 @@ def loaded_checkpoint(
 
 
 def use_weights(model: nn.Module, weights: str, seed: int) -> None:
-    """``eval.weights``: keep the checkpoint's weights (``trained``, already loaded), or
-    replace them by those a fresh network of the same config draws from ``seed``
-    (``untrained``: the baseline a trained model must beat). The global random state is left
-    as it was."""
+    """``eval.weights=untrained``: replace the weights by those a fresh network draws from
+    ``seed`` (the baseline a trained model must beat), the global random state left as it was."""
     if weights == "trained":
         return
     with torch.random.fork_rng(devices=[]):
@@ -257,8 +247,7 @@ def check_tokenizer_fits(tokenizer_json: str, config: ModelConfig, where: Any) -
 
 
 def check_output_free(out: Path, overwrite: bool) -> None:
-    """An existing export output is refused unless ``export.overwrite=true``: nothing saved
-    is lost by accident."""
+    """Refuse an existing export output unless ``export.overwrite=true``."""
     if out.exists() and not overwrite:
         raise FileExistsError(
             f"{out} already exists; pass export.overwrite=true to replace it, or "
@@ -302,9 +291,8 @@ def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
 def check_resume(
     ckpt: str | Path, trained: dict[str, Any], model: ModelConfig, optim: OptimConfig
 ) -> None:
-    """Resuming needs the checkpoint's model and optimiser (its state fits one kind): name
-    every setting that differs in one line, before any data. ``trained`` is the checkpoint's
-    ``hyper_parameters``; checkpoints saved before ``optim`` had a kind were AdamW runs."""
+    """Resuming needs the checkpoint's model and optimiser kind: name every setting that
+    differs, in one line, before any data (``trained``: its ``hyper_parameters``)."""
     trained_model = trained["model_config"]
     if trained_model.get("arch") != model.arch:
 
@@ -317,13 +305,12 @@ def check_resume(
             "run without ckpt_path"
         )
     filled = ("vocab_size", "pad_token_id")  # the tokenizer decides these
-    asked = model.to_dict()
     differ = [
         f"model.{k}={v} (checkpoint: {trained_model.get(k)})"
-        for k, v in asked.items()
+        for k, v in model.to_dict().items()
         if k not in filled and trained_model.get(k) != v
     ]
-    kind = trained.get("optim_config", {}).get("kind", "adamw")
+    kind = trained.get("optim_config", {}).get("kind", "adamw")  # older checkpoints: AdamW
     if kind != optim.kind:
         differ.append(f"optim={optim.kind} (checkpoint: {kind}, whose optimiser state it holds)")
     if differ:
@@ -334,11 +321,8 @@ def check_resume(
 
 
 def check_no_model_overrides(settings: Settings, trained: dict[str, Any], ckpt: str | Path) -> None:
-    """eval/generate/attention/export take the model from the checkpoint: a model.* (or
-    model=) on the command line would be silently ignored, so it is refused instead. A
-    larger model.max_seq_len is the case users hit: the learned position table of the
-    checkpoint has exactly max_seq_len rows. ``trained`` is the checkpoint's model config
-    (``hyper_parameters["model_config"]``), read once by the caller."""
+    """The modes that take the model from the checkpoint refuse a model.* (or model=) on the
+    command line, which they would ignore (``trained``: the checkpoint's model config)."""
     asked = [k for k in settings.overrides if k == "model" or k.startswith("model.")]
     if not asked:
         return

@@ -1,11 +1,4 @@
-"""``trainer.compile=true``: the network under ``torch.compile`` (inductor), or eager with a
-note where inductor cannot build its kernels.
-
-The network (``task.model``, not the LightningModule) is compiled in place
-(``nn.Module.compile``): its parameters, their names and so the checkpoints' state-dict keys
-stay the module's own (no ``_orig_mod.`` prefix), so a compiled run's checkpoint loads into an
-eager network and an eager run's resumes compiled.
-"""
+"""``trainer.compile=true``: the network under ``torch.compile`` (inductor)."""
 
 from __future__ import annotations
 
@@ -15,8 +8,8 @@ from common.library_private import inductor_cpp_compiler
 
 
 def compile_network(network: nn.Module) -> str | None:
-    """Compile ``network``'s forward in place with inductor; returns None, or the one-line
-    note saying why it stays eager."""
+    """Compile ``network`` in place (``nn.Module.compile``: the state-dict keys stay its own, no
+    ``_orig_mod.``, so checkpoints load compiled or not); else the note saying why not."""
     if inductor_cpp_compiler() is None:
         return (
             "trainer.compile=true needs a C++ compiler for torch.compile's inductor backend and "

@@ -1,12 +1,6 @@
-"""A tinylm network as a Hugging Face ``transformers`` folder, loadable without tinylm.
-
-The family (GPT-2, GPT-NeoX or BERT) is chosen once from the config; what it maps, refuses and
-how it renames the weights lives in its entry in ``training.hf_families``. Here: the
-transformers model built from that entry (checking that it lays out exactly the parameters the
-entry fills), the tokenizer, and the folder, written whole.
-
-``transformers`` is an optional dependency (``pip install -e ".[hf]"``): it is imported here
-only, when an export to it is asked for.
+"""A tinylm network as a Hugging Face ``transformers`` folder, loadable without tinylm: the
+model its family (``training.hf_families``) describes, the tokenizer, the folder written whole.
+``transformers`` (the optional ``hf`` extra) is imported here only, when asked for.
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ def require_transformers() -> Any:
 
 def to_hf_model(model: Encoder | Decoder, tokenizer: Tokenizer) -> Any:
     """The family's transformers model (eval mode, CPU, fp32) computing what ``model``
-    computes; a setting the family cannot reproduce is refused first, by name."""
+    computes; a setting it cannot reproduce is refused first, by name."""
     family = hf_family(model.config)
     family.check(model.config)
     kwargs = family.config_kwargs(model.config, special_tokens_of(tokenizer))
@@ -50,8 +44,8 @@ def to_hf_model(model: Encoder | Decoder, tokenizer: Tokenizer) -> Any:
 def filled_hf_model(
     config_class: str, class_name: str, kwargs: dict[str, Any], mapped: dict[str, torch.Tensor]
 ) -> Any:
-    """transformers' ``class_name`` built from ``config_class(**kwargs)``, every parameter
-    copied from ``mapped`` (by transformers' names), in eval mode."""
+    """transformers' ``class_name`` of ``config_class(**kwargs)``, every parameter copied from
+    ``mapped`` (by transformers' names), in eval mode."""
     transformers = require_transformers()
     config = getattr(transformers, config_class)(**kwargs)
     cls = getattr(transformers, class_name)
@@ -59,10 +53,8 @@ def filled_hf_model(
     params = dict(hf_model.named_parameters(remove_duplicate=False))
     if params.keys() != mapped.keys():
         # A transformers release that renames or adds parameters: say which, do not guess.
-        missing, extra = (
-            sorted(params.keys() - mapped.keys()),
-            sorted(mapped.keys() - params.keys()),
-        )
+        missing = sorted(params.keys() - mapped.keys())
+        extra = sorted(mapped.keys() - params.keys())
         raise RuntimeError(
             f"transformers {transformers.__version__} lays out {cls.__name__} differently: "
             f"unmapped {missing}, unknown {extra}"
@@ -77,10 +69,10 @@ def hf_tokenizer(tokenizer: Tokenizer, cfg: ModelConfig, padding_side: str | Non
     """The tokenizer as a ``PreTrainedTokenizerFast`` with its special tokens named (padding
     on ``padding_side``; None: the language model's).
 
-    tinylm's tokenizers add no special tokens (the data pipeline does). transformers users
-    expect the tokenizer to frame an encoder's input, so the encoder's gets BERT's
-    ``[CLS] text [SEP]`` template (tinylm's training examples); ``add_special_tokens=False``
-    gives tinylm's ids exactly. The decoder's encodes exactly as tinylm's, as GPT-2's does.
+    tinylm's tokenizers add no special tokens (the data pipeline does), but transformers users
+    expect an encoder's tokenizer to frame its input: it gets BERT's ``[CLS] text [SEP]``
+    template (``add_special_tokens=False`` gives tinylm's ids). A decoder's, as GPT-2's, adds
+    none.
     """
     transformers = require_transformers()
     tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: the template is ours only
@@ -124,9 +116,8 @@ def export_hf(loaded: LoadedCheckpoint, out_dir: str | Path, overwrite: bool = F
 
 
 def write_hf_folder(hf_model: Any, hf_tok: Any, out_dir: Path) -> Path:
-    """config.json, model.safetensors, generation_config.json (decoder), tokenizer.json,
-    tokenizer_config.json and special_tokens_map.json in ``out_dir``. The folder appears whole
-    or not at all; one already there (the caller's ``overwrite``) is replaced."""
+    """The model's and the tokenizer's files in ``out_dir``, which appears whole or not at
+    all; one already there (the caller's ``overwrite``) is replaced."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:

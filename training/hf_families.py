@@ -1,23 +1,11 @@
-"""The Hugging Face architectures a tinylm network exports to: one table entry per family.
+"""The Hugging Face architectures a tinylm network exports to, weight for weight: GPT-2 (the
+decoder with learned or sinusoidal positions), GPT-NeoX (rope) and BERT (the encoder).
 
-The decoder is GPT-2 (pre-LN, learned positions, exact GELU, tied head), or GPT-NeoX with
-rotary positions (``model.position=rope``: the same half-split rotation, over the whole head,
-base 10000, sequential residuals), and the encoder BERT (post-LN, MLM head tied to the token
-table with its own bias), weight for weight, so the export is a renaming plus a few exact
-rewrites: a sinusoidal position table becomes a learned one holding the same values,
-``qkv_bias=false`` becomes zero biases, GPT-NeoX's fused projection takes the rows of each
-head's q, k, v together, and an encoder without token types gets a single all-zero
-token-type row (BERT always adds one).
-
-Each ``HFFamily`` says which checkpoints it takes (``arch`` and ``positions``), and decides
-every ``ModelConfig`` field once: ``maps`` names where transformers holds a field it
-reproduces for every value, ``refusals`` name the values of a field it has no exact
-equivalent for (its other values are reproduced), each with the reason. A field appears in
-one of the two; ``tests/training/test_hf_families.py`` walks the fields, so a new model option fails
-the tests until every family has decided it.
-
-Nothing here imports transformers: the families name its classes, ``training.hf_export``
-builds them.
+Each ``HFFamily`` decides every ``ModelConfig`` field once: ``maps`` names where transformers
+holds a field it reproduces for every value (``renames``: a config key holding the value as it
+is; ``notes``: the others), ``refusals`` the values it has no exact equivalent for, with the
+reason. ``tests/training/test_hf_families.py`` walks the fields, so a new model option fails
+the tests until every family has decided it. transformers is imported by ``hf_export`` only.
 """
 
 from __future__ import annotations
@@ -53,16 +41,26 @@ class HFFamily:
     config_class: str
     arch: str  # the ModelConfig.arch and .position values it takes
     positions: tuple[str, ...]
-    maps: Mapping[str, str]  # field -> where transformers holds it (every value exported)
+    renames: Mapping[str, str]  # field -> the transformers config key holding its value
+    notes: Mapping[str, str]  # the other fields exported -> how transformers holds them
     refusals: tuple[Refusal, ...]
-    config_kwargs: Callable[[ModelConfig, SpecialTokens], dict[str, Any]]
+    settings: Callable[[ModelConfig, SpecialTokens], dict[str, Any]]  # the config's other keys
     weights: Callable[[Encoder | Decoder], dict[str, Tensor]]  # every transformers parameter
+
+    @property
+    def maps(self) -> dict[str, str]:
+        """Every field exported for all its values -> where transformers holds it."""
+        return {**self.renames, **self.notes}
+
+    def config_kwargs(self, cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+        """The transformers config of ``cfg``, as keyword arguments."""
+        renamed = {key: getattr(cfg, _RESOLVED.get(f, f)) for f, key in self.renames.items()}
+        return renamed | {"pad_token_id": specials.pad_id} | self.settings(cfg, specials)
 
     def check(
         self, cfg: ModelConfig, remedy: str = "export.format=safetensors keeps every setting"
     ) -> None:
-        """Refuse the settings this family cannot reproduce exactly, naming each in one error
-        that ends with ``remedy`` (what the user can do instead)."""
+        """Refuse the settings this family cannot reproduce exactly, naming each, in one error."""
         problems = [refusal.reason(cfg) for refusal in self.refusals if refusal.refuses(cfg)]
         if problems:
             raise ValueError(
@@ -110,83 +108,52 @@ def one_hidden_dropout(family: str, hf_name: str) -> Refusal:
 # ------------------------------------------------------------------------- weights, renamed
 
 
-def _bias(layer: nn.Linear) -> Tensor:
+def _bias(layer: nn.Module) -> Tensor:
+    """The bias, zeros for ``qkv_bias=false``."""
     return layer.bias if layer.bias is not None else torch.zeros(layer.out_features)
 
 
-def _norm(prefix: str, layer: nn.LayerNorm) -> dict[str, Tensor]:
-    return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": layer.bias}
-
-
-def _linear(prefix: str, layer: nn.Linear) -> dict[str, Tensor]:
-    return {f"{prefix}.weight": layer.weight, f"{prefix}.bias": _bias(layer)}
-
-
-def _conv1d(prefix: str, layer: nn.Linear) -> dict[str, Tensor]:
-    # GPT-2's Conv1D stores [in, out], the transpose of nn.Linear's [out, in].
-    return {f"{prefix}.weight": layer.weight.t(), f"{prefix}.bias": _bias(layer)}
+def _params(prefix: str, layer: nn.Module, conv1d: bool = False) -> dict[str, Tensor]:
+    """A linear layer's or LayerNorm's weight and bias; ``conv1d``: the weight as GPT-2's Conv1D
+    holds it, [in, out], the transpose of nn.Linear's."""
+    weight = layer.weight.t() if conv1d else layer.weight
+    return {f"{prefix}.weight": weight, f"{prefix}.bias": _bias(layer)}
 
 
 def _position_table(model: Encoder | Decoder) -> Tensor:
-    """The learned table, or the sinusoid's values for a learned table to hold: [T, C]."""
+    """The learned table, or the sinusoid's values for a learned one to hold: [T, C]."""
     emb = model.embeddings
     return emb.position.weight if emb.position is not None else emb.sinusoid
 
 
-def _common_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
-    return {
-        "vocab_size": cfg.vocab_size,
-        "pad_token_id": specials.pad_id,
-        "tie_word_embeddings": cfg.tie_embeddings,
-    }
-
-
-def _shared_sizes(cfg: ModelConfig) -> dict[str, Any]:
-    """The sizes under the names BERT and GPT-NeoX share."""
-    return {
-        "hidden_size": cfg.hidden_size,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_heads,
-        "intermediate_size": cfg.mlp_size,
-        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
-        "max_position_embeddings": cfg.max_seq_len,
-        "layer_norm_eps": cfg.layer_norm_eps,
-    }
-
-
-# The fields every family holds under the same transformers names.
-_COMMON_MAPS = {
-    "vocab_size": "vocab_size",
-    "tie_embeddings": "tie_word_embeddings",
-    "pad_token_id": "pad_token_id (the tokenizer's padding id, as the app fills it in)",
-    "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
+# The fields whose value is a property of ModelConfig's, with its default resolved.
+_RESOLVED = {
+    "intermediate_size": "mlp_size",
+    "attn_dropout": "attn_dropout_p",
+    "resid_dropout": "resid_dropout_p",
+    "embd_dropout": "embd_dropout_p",
 }
-_SHARED_SIZE_MAPS = {
+_COMMON_RENAMES = {"vocab_size": "vocab_size", "tie_embeddings": "tie_word_embeddings"}
+_SHARED_SIZE_RENAMES = {  # the names BERT and GPT-NeoX share
     "max_seq_len": "max_position_embeddings",
     "hidden_size": "hidden_size",
     "num_layers": "num_hidden_layers",
     "num_heads": "num_attention_heads",
-    "intermediate_size": "intermediate_size (4 * hidden_size for None)",
+    "intermediate_size": "intermediate_size",
     "layer_norm_eps": "layer_norm_eps",
+}
+_COMMON_NOTES = {
+    "pad_token_id": "pad_token_id (the tokenizer's padding id, as the app fills it in)",
+    "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
 }
 
 
 # ------------------------------------------------------------------------------------ GPT-2
 
 
-def _gpt2_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+def _gpt2_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
     return {
-        **_common_config(cfg, specials),
-        "n_positions": cfg.max_seq_len,
-        "n_embd": cfg.hidden_size,
-        "n_layer": cfg.num_layers,
-        "n_head": cfg.num_heads,
-        "n_inner": cfg.mlp_size,
         "activation_function": "gelu",  # exact (erf) GELU, as nn.GELU()
-        "resid_pdrop": cfg.resid_dropout_p,
-        "embd_pdrop": cfg.embd_dropout_p,
-        "attn_pdrop": cfg.attn_dropout_p,
-        "layer_norm_epsilon": cfg.layer_norm_eps,
         # GPT-2's convention: one <|endoftext|> token starts and ends documents.
         "bos_token_id": specials.eos_id,
         "eos_token_id": specials.eos_id,
@@ -194,21 +161,20 @@ def _gpt2_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
 
 
 def _gpt2_weights(model: Decoder) -> dict[str, Tensor]:
-    # GPT-2's fused c_attn splits q, k, v in that order, heads contiguous within each:
-    # tinylm's layout.
+    # GPT-2's fused c_attn is tinylm's layout: q, k, v, heads contiguous within each.
     out = {
         "transformer.wte.weight": model.embeddings.token.weight,
         "transformer.wpe.weight": _position_table(model),
     }
     for i, block in enumerate(model.blocks):
         p = f"transformer.h.{i}"
-        out |= _norm(f"{p}.ln_1", block.attn_norm)
-        out |= _conv1d(f"{p}.attn.c_attn", block.attn.qkv_proj)
-        out |= _conv1d(f"{p}.attn.c_proj", block.attn.out_proj)
-        out |= _norm(f"{p}.ln_2", block.mlp_norm)
-        out |= _conv1d(f"{p}.mlp.c_fc", block.mlp.fc1)
-        out |= _conv1d(f"{p}.mlp.c_proj", block.mlp.fc2)
-    out |= _norm("transformer.ln_f", model.final_norm)
+        out |= _params(f"{p}.ln_1", block.attn_norm)
+        out |= _params(f"{p}.attn.c_attn", block.attn.qkv_proj, conv1d=True)
+        out |= _params(f"{p}.attn.c_proj", block.attn.out_proj, conv1d=True)
+        out |= _params(f"{p}.ln_2", block.mlp_norm)
+        out |= _params(f"{p}.mlp.c_fc", block.mlp.fc1, conv1d=True)
+        out |= _params(f"{p}.mlp.c_proj", block.mlp.fc2, conv1d=True)
+    out |= _params("transformer.ln_f", model.final_norm)
     out["lm_head.weight"] = model.lm_head.weight
     return out
 
@@ -219,24 +185,27 @@ GPT2 = HFFamily(
     config_class="GPT2Config",
     arch="decoder",
     positions=("learned", "sinusoidal"),
-    maps={
-        **_COMMON_MAPS,
-        "arch": "GPT2LMHeadModel (causal, LM head)",
+    renames={
+        **_COMMON_RENAMES,
         "max_seq_len": "n_positions",
         "hidden_size": "n_embd",
         "num_layers": "n_layer",
         "num_heads": "n_head",
         "intermediate_size": "n_inner",
-        "dropout": "attn_pdrop, resid_pdrop, embd_pdrop (where not overridden)",
+        "layer_norm_eps": "layer_norm_epsilon",
         "attn_dropout": "attn_pdrop",
         "resid_dropout": "resid_pdrop",
         "embd_dropout": "embd_pdrop",
+    },
+    notes={
+        **_COMMON_NOTES,
+        "arch": "GPT2LMHeadModel (causal, LM head)",
+        "dropout": "attn_pdrop, resid_pdrop, embd_pdrop (where not overridden)",
         "position": "wpe (learned, or holding the sinusoid's values)",
         "type_vocab_size": "nothing: a decoder has no token types",
-        "layer_norm_eps": "layer_norm_epsilon",
     },
     refusals=(layer_norm_layout("GPT-2", "pre"), one_kv_head_per_query_head("GPT-2")),
-    config_kwargs=_gpt2_config,
+    settings=_gpt2_settings,
     weights=_gpt2_weights,
 )
 
@@ -244,12 +213,9 @@ GPT2 = HFFamily(
 # --------------------------------------------------------------------------------- GPT-NeoX
 
 
-def _gpt_neox_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+def _gpt_neox_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
     return {
-        **_common_config(cfg, specials),
-        **_shared_sizes(cfg),
-        "hidden_dropout": cfg.resid_dropout_p,
-        "attention_dropout": cfg.attn_dropout_p,
+        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
         "use_parallel_residual": False,  # x + attn(ln(x)), then + mlp(ln(.)), as tinylm
         "attention_bias": True,  # qkv_bias=false exports zero biases
         "rope_parameters": {
@@ -275,14 +241,14 @@ def _gpt_neox_weights(model: Decoder) -> dict[str, Tensor]:
     for i, block in enumerate(model.blocks):
         p = f"gpt_neox.layers.{i}"
         qkv = block.attn.qkv_proj
-        out |= _norm(f"{p}.input_layernorm", block.attn_norm)
+        out |= _params(f"{p}.input_layernorm", block.attn_norm)
         out[f"{p}.attention.query_key_value.weight"] = per_head_qkv(qkv.weight)
         out[f"{p}.attention.query_key_value.bias"] = per_head_qkv(_bias(qkv))
-        out |= _linear(f"{p}.attention.dense", block.attn.out_proj)
-        out |= _norm(f"{p}.post_attention_layernorm", block.mlp_norm)
-        out |= _linear(f"{p}.mlp.dense_h_to_4h", block.mlp.fc1)
-        out |= _linear(f"{p}.mlp.dense_4h_to_h", block.mlp.fc2)
-    out |= _norm("gpt_neox.final_layer_norm", model.final_norm)
+        out |= _params(f"{p}.attention.dense", block.attn.out_proj)
+        out |= _params(f"{p}.post_attention_layernorm", block.mlp_norm)
+        out |= _params(f"{p}.mlp.dense_h_to_4h", block.mlp.fc1)
+        out |= _params(f"{p}.mlp.dense_4h_to_h", block.mlp.fc2)
+    out |= _params("gpt_neox.final_layer_norm", model.final_norm)
     out["lm_head.weight"] = model.lm_head.weight
     return out
 
@@ -293,13 +259,16 @@ GPT_NEOX = HFFamily(
     config_class="GPTNeoXConfig",
     arch="decoder",
     positions=("rope",),
-    maps={
-        **_COMMON_MAPS,
-        **_SHARED_SIZE_MAPS,
-        "arch": "GPTNeoXForCausalLM (causal, LM head)",
-        "dropout": "attention_dropout, hidden_dropout (where not overridden)",
+    renames={
+        **_COMMON_RENAMES,
+        **_SHARED_SIZE_RENAMES,
         "attn_dropout": "attention_dropout",
         "resid_dropout": "hidden_dropout",
+    },
+    notes={
+        **_COMMON_NOTES,
+        "arch": "GPTNeoXForCausalLM (causal, LM head)",
+        "dropout": "attention_dropout, hidden_dropout (where not overridden)",
         "position": "rope_parameters (base 10000, every head dimension)",
         "type_vocab_size": "nothing: a decoder has no token types",
     },
@@ -308,7 +277,7 @@ GPT_NEOX = HFFamily(
         one_kv_head_per_query_head("GPT-NeoX"),
         one_hidden_dropout("GPT-NeoX", "hidden_dropout"),
     ),
-    config_kwargs=_gpt_neox_config,
+    settings=_gpt_neox_settings,
     weights=_gpt_neox_weights,
 )
 
@@ -316,14 +285,9 @@ GPT_NEOX = HFFamily(
 # ------------------------------------------------------------------------------------- BERT
 
 
-def _bert_config(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
-    return {
-        **_common_config(cfg, specials),
-        **_shared_sizes(cfg),
-        "hidden_dropout_prob": cfg.resid_dropout_p,
-        "attention_probs_dropout_prob": cfg.attn_dropout_p,
-        "type_vocab_size": max(1, cfg.type_vocab_size),
-    }
+def _bert_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
+    # exact (erf) GELU, as nn.GELU(); BERT always adds a token-type row
+    return {"hidden_act": "gelu", "type_vocab_size": max(1, cfg.type_vocab_size)}
 
 
 def _bert_weights(model: Encoder) -> dict[str, Tensor]:
@@ -335,7 +299,7 @@ def _bert_weights(model: Encoder) -> dict[str, Tensor]:
             emb.token_type.weight if emb.token_type is not None else torch.zeros(1, width)
         ),
     }
-    out |= _norm("bert.embeddings.LayerNorm", emb.norm)
+    out |= _params("bert.embeddings.LayerNorm", emb.norm)
     for i, block in enumerate(model.blocks):
         p = f"bert.encoder.layer.{i}"
         qkv = block.attn.qkv_proj
@@ -343,16 +307,16 @@ def _bert_weights(model: Encoder) -> dict[str, Tensor]:
         for name, w, b in zip(("query", "key", "value"), weights, biases, strict=True):
             out[f"{p}.attention.self.{name}.weight"] = w
             out[f"{p}.attention.self.{name}.bias"] = b
-        out |= _linear(f"{p}.attention.output.dense", block.attn.out_proj)
-        out |= _norm(f"{p}.attention.output.LayerNorm", block.attn_norm)
-        out |= _linear(f"{p}.intermediate.dense", block.mlp.fc1)
-        out |= _linear(f"{p}.output.dense", block.mlp.fc2)
-        out |= _norm(f"{p}.output.LayerNorm", block.mlp_norm)
+        out |= _params(f"{p}.attention.output.dense", block.attn.out_proj)
+        out |= _params(f"{p}.attention.output.LayerNorm", block.attn_norm)
+        out |= _params(f"{p}.intermediate.dense", block.mlp.fc1)
+        out |= _params(f"{p}.output.dense", block.mlp.fc2)
+        out |= _params(f"{p}.output.LayerNorm", block.mlp_norm)
     head = model.mlm_head
-    out |= _linear("cls.predictions.transform.dense", head.dense)
-    out |= _norm("cls.predictions.transform.LayerNorm", head.norm)
-    out |= _linear("cls.predictions.decoder", head.proj)
-    # BERT keeps the output bias twice (tied when the head is): both hold tinylm's one bias.
+    out |= _params("cls.predictions.transform.dense", head.dense)
+    out |= _params("cls.predictions.transform.LayerNorm", head.norm)
+    out |= _params("cls.predictions.decoder", head.proj)
+    # BERT keeps the output bias twice: both hold tinylm's one bias.
     out["cls.predictions.bias"] = head.proj.bias
     return out
 
@@ -363,13 +327,16 @@ BERT = HFFamily(
     config_class="BertConfig",
     arch="encoder",
     positions=("learned", "sinusoidal", "rope"),  # rope only to refuse it by name
-    maps={
-        **_COMMON_MAPS,
-        **_SHARED_SIZE_MAPS,
-        "arch": "BertForMaskedLM (bidirectional, MLM head)",
-        "dropout": "attention_probs_dropout_prob, hidden_dropout_prob (where not overridden)",
+    renames={
+        **_COMMON_RENAMES,
+        **_SHARED_SIZE_RENAMES,
         "attn_dropout": "attention_probs_dropout_prob",
         "resid_dropout": "hidden_dropout_prob",
+    },
+    notes={
+        **_COMMON_NOTES,
+        "arch": "BertForMaskedLM (bidirectional, MLM head)",
+        "dropout": "attention_probs_dropout_prob, hidden_dropout_prob (where not overridden)",
         "type_vocab_size": "type_vocab_size (one all-zero row for 0)",
     },
     refusals=(
@@ -382,7 +349,7 @@ BERT = HFFamily(
             lambda cfg: "model.position=rope (BERT adds a learned position table)",
         ),
     ),
-    config_kwargs=_bert_config,
+    settings=_bert_settings,
     weights=_bert_weights,
 )
 

@@ -1,16 +1,9 @@
 """The optimisers of ``optim=adamw`` and ``optim=muon``, each handed to Lightning as one.
 
-``optim=muon`` runs ``torch.optim.Muon`` on the 2-D weight matrices inside the blocks and AdamW
-on everything else (embeddings, the tied head, norms, biases: Muon orthogonalises a matrix's
-update, which suits hidden layers only). The two are stepped as one optimiser,
-``MuonWithAdamW``: Lightning's automatic optimisation takes one, and with it keeps its one
-gradient clip over every parameter, gradient accumulation and its step count. (Two optimisers
-need manual optimisation, where Lightning neither clips nor accumulates, and counts a
-``global_step`` per optimiser step: two per batch.)
-
-Muon's step is ``BatchedMuon``: ``torch.optim.Muon``'s update, with the Newton-Schulz
-orthogonalisation of same-shaped matrices done together (tests/training/test_tasks.py compares
-it with ``torch.optim.Muon``).
+``optim=muon`` runs Muon on the 2-D weight matrices inside the blocks (it orthogonalises a
+matrix's update, which suits hidden layers only) and AdamW on everything else, stepped as one
+optimiser: with two, Lightning needs manual optimisation, where it neither clips nor
+accumulates gradients and counts two ``global_step`` per batch.
 """
 
 from __future__ import annotations
@@ -28,17 +21,11 @@ from conf.schema import OptimConfig
 
 
 class BatchedMuon(torch.optim.Muon):
-    """``torch.optim.Muon`` (Keller Jordan's update: Nesterov momentum, five Newton-Schulz
-    iterations in bfloat16, decoupled weight decay, lr scaled by sqrt(max(1, rows / cols))),
-    orthogonalising every group of same-shaped matrices in one batched pass.
-
-    torch's Muon runs the iterations one matrix at a time: 15 small matmuls per matrix. A
-    Transformer's blocks hold a few shapes, each once per layer (the MLP's two matrices are
-    one shape once the tall one is transposed), so batching makes that 15 matmuls per shape,
-    each over L (or 2 L) matrices: fewer, larger calls, which use the CPU better. The state
-    (``momentum_buffer`` per parameter) and the hyper-parameters are torch's, so checkpoints
-    are interchangeable.
-    """
+    """``torch.optim.Muon``'s update, orthogonalising every group of same-shaped matrices in
+    one batched pass: torch's runs 15 small matmuls per matrix, this 15 per shape (a block's few
+    shapes, each over the L layers), which use the CPU better. The state and hyper-parameters
+    are torch's, so checkpoints are interchangeable (tests/training/test_tasks.py compares the
+    two)."""
 
     def __init__(self, params: Any, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
@@ -96,12 +83,8 @@ def _newton_schulz(
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
-    """Muon and AdamW stepped together as one optimiser.
-
-    Its ``param_groups`` are the two optimisers' own group dicts (Muon's first), so an LR
-    scheduler on it scales both and a gradient clip sees every parameter. ``state_dict`` holds
-    both states, under "muon" and "adamw".
-    """
+    """Muon and AdamW stepped together as one optimiser, whose ``param_groups`` are theirs
+    (Muon's first): an LR scheduler scales both, a gradient clip sees every parameter."""
 
     def __init__(self, muon: BatchedMuon, adamw: torch.optim.AdamW) -> None:
         self.muon = muon
@@ -111,11 +94,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:  # Lightning's closure: forward, backward, gradient clip
-            with torch.enable_grad():
-                loss = closure()
-        self.muon.step()
+        loss = self.muon.step(closure)  # Lightning's closure (forward, backward, clip) first
         self.adamw.step()
         return loss
 
@@ -133,10 +112,9 @@ class MuonWithAdamW(torch.optim.Optimizer):
 def build_optimizer(
     model: nn.Module, blocks: nn.Module, optim: OptimConfig, *, fused: bool
 ) -> torch.optim.Optimizer:
-    """AdamW over ``model``'s trainable parameters (weight decay on matrices only, never
-    biases or norms), or for ``optim.kind == "muon"``, Muon over the 2-D weights of
-    ``blocks`` (a submodule of ``model``) with AdamW over the rest. ``fused``: AdamW's one
-    fused kernel instead of a loop over tensors (~1 ms a step at small shapes on the CPU)."""
+    """AdamW over ``model``'s trainable parameters (weight decay on matrices only), or under
+    optim=muon, Muon over the 2-D weights of ``blocks`` with AdamW over the rest. ``fused``:
+    AdamW's one fused kernel (~1 ms a step faster at small shapes on the CPU)."""
     params = [p for p in model.parameters() if p.requires_grad]
     muon_ids: set[int] = set()
     if optim.kind == "muon":
@@ -156,10 +134,8 @@ def build_optimizer(
         betas=(optim.beta1, optim.beta2),
         fused=fused,
     )
-    # A fused AdamW tells a GradScaler that its step unscales the gradients itself, and so
-    # Lightning refuses to clip them under mixed precision (bf16 has no scaler at all). Told
-    # otherwise, the scaler unscales before the clip (fp16), as for any optimiser, and skips
-    # the step on inf/NaN; the update is still the fused kernel (tests/training/test_precision.py).
+    # A fused AdamW tells a GradScaler that its step unscales the gradients itself, so Lightning
+    # refuses to clip them under fp16; told otherwise, the scaler unscales before the clip.
     let_grad_scaler_unscale(adamw)
     if not muon_ids:
         return adamw

@@ -1,12 +1,6 @@
-"""The precision a job runs in: ``trainer=cpu``'s bfloat16 autocast where the CPU runs bfloat16
-natively, float32 where it would only emulate it.
-
-``bf16-mixed`` (autocast: bfloat16 matrix products, float32 weights, optimiser states and
-loss) is trainer=cpu's default because this CPU family's ``avx512_bf16`` instructions make the
-default GPT's step 1.4x faster at the same loss (docs/benchmarks.md, "bfloat16 and compiled
-training on the CPU"). A CPU without them (or AMX) computes bfloat16 products in software,
-slower than float32: there a preset's ``bf16-mixed`` becomes ``32-true`` with one note line. A
-``trainer.precision`` typed on the command line is the user's choice and is kept.
+"""The precision a job runs in: ``trainer=cpu``'s ``bf16-mixed`` where the CPU runs bfloat16
+natively (docs/benchmarks.md: 1.4x faster), ``32-true`` where it would only emulate it, slower
+than float32. A ``trainer.precision`` typed on the command line is kept.
 """
 
 from __future__ import annotations
@@ -54,7 +48,7 @@ def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
 
 
 def native_precision(settings: Settings) -> Settings:
-    """``with_native_precision``'s settings, its note printed once (rank 0) as a warning."""
+    """``with_native_precision``'s settings, its note printed (rank 0) as a warning."""
     settings, note = with_native_precision(settings)
     if note and global_rank() == 0:
         print(f"tinylm: warning: {note}", file=sys.stderr)

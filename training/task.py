@@ -1,9 +1,7 @@
 """LightningModules that train tinylm's networks: losses, metrics, optimiser and schedule.
 
-The networks themselves (``models.transformer``) know nothing of training. A task takes typed
-configs and stores them as plain dicts in its hyper-parameters, so a checkpoint loads with
-``torch.load(weights_only=True)`` and rebuilds model and tokenizer with no other file
-(``task_from_hparams`` goes back; checkpoints of earlier versions hold the same dicts).
+The configs are stored as plain dicts in the hyper-parameters, so a checkpoint loads with
+``torch.load(weights_only=True)`` and rebuilds model and tokenizer with no other file.
 """
 
 from __future__ import annotations
@@ -40,11 +38,9 @@ def network_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor | None]:
 
 
 def mean_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
-    """Mean cross-entropy of logits [B, T, V] over the targets of labels [B, T]
-    (IGNORE_INDEX where there is none)."""
-    # Summed, then divided by at least 1: an MLM batch that happens to mask no token
-    # has loss 0, not the NaN of a mean over nothing (which would look like divergence).
-    # At least float32: half-precision logits are summed in float32, float64 stays float64.
+    """Mean cross-entropy of logits [B, T, V] over the targets of labels [B, T]."""
+    # Divided by at least 1: an MLM batch that masks no token has loss 0, not a NaN that would
+    # look like divergence. Half-precision logits are summed in float32.
     return F.cross_entropy(
         logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32)),
         labels.flatten(),
@@ -55,8 +51,7 @@ def mean_token_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """LR multiplier: linear warmup to 1, then cosine decay to ``min_ratio`` at total_steps."""
-    # Equivalent mutants: <= and > here, where both branches give the same value (1 at the
-    # warmup's last step, min_ratio at total_steps).
+    # Equivalent mutants: <= and > give the same value at the boundaries.
     if step < warmup_steps:  # pragma: no mutate
         return _warmup(step, warmup_steps)
     if step >= total_steps:  # pragma: no mutate
@@ -67,9 +62,8 @@ def warmup_cosine(step: int, *, warmup_steps: int, total_steps: int, min_ratio: 
 def warmup_cosine_over_time(
     step: int, *, warmup_steps: int, time_fraction: float, min_ratio: float
 ) -> float:
-    """LR multiplier of a run with a time budget (``trainer.budget.seconds``), whose number of
-    steps is not known in advance: the same linear warmup over steps, then the cosine decay
-    over the fraction of the budget spent, reaching ``min_ratio`` when the time is up."""
+    """LR multiplier under ``trainer.budget.seconds``: linear warmup over steps, then the
+    cosine decay over the fraction of the time budget spent."""
     if step < warmup_steps:
         return _warmup(step, warmup_steps)
     return _cosine(min(1.0, time_fraction), min_ratio)
@@ -115,17 +109,12 @@ class LanguageModelTask(L.LightningModule):
         self.config = model_config
         self.optim = optim_config
         self.model = build_model(self.config)
+        # Analytic, not Lightning's measure_flops: that counts 143,616 FLOPs per token for the
+        # tests' tiny decoder where this gives 146,496, which would move MFU and flops budgets.
         self.flops_per_token = self.model.flops_per_token()
+        kinds = {"loss": MeanMetric, "correct": SumMetric, "targets": SumMetric}
         self._metrics = torch.nn.ModuleDict(
-            {
-                f"{stage}_{name}": metric()
-                for stage in ("val", "test")
-                for name, metric in (
-                    ("loss", MeanMetric),
-                    ("correct", SumMetric),
-                    ("targets", SumMetric),
-                )
-            }
+            {f"{stage}_{name}": kind() for stage in ("val", "test") for name, kind in kinds.items()}
         )
         self._last_step_end: float | None = None
         self._tokens_since_log = 0
@@ -135,34 +124,25 @@ class LanguageModelTask(L.LightningModule):
         self._pending_rng_states: dict[str, Any] | None = None
         # Equivalent mutants: on_train_batch_start sets it before anything reads it.
         self._batch_started = 0.0  # pragma: no mutate
-        # What training has consumed, every step counted, carried through checkpoints so that
-        # a resumed run's totals are whole: what budgets and time-to-target are measured in.
+        # Carried through checkpoints, so that a resumed run's totals and curve are whole.
         self.consumed: dict[str, float] = {"tokens": 0, "seconds": 0.0}
-        # [step, validation loss, tokens, seconds consumed] of every validation during
-        # training, carried through checkpoints so that a resumed run's curve is whole (the
-        # sweep summary plots it and reads the time to a target loss from it).
-        self.val_curve: list[list[float]] = []
-        # [L, H] multipliers on the heads' outputs (mode=eval heads.prune: 0 gates a head
-        # off); None, every head whole. Not persistent: no part of the trained weights.
+        self.val_curve: list[list[float]] = []  # [step, val loss, tokens, seconds] each
+        # [L, H] multipliers on the heads' outputs (heads.prune: 0 gates a head off).
         self.register_buffer("head_mask", None, persistent=False)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         return self.model(input_ids, attention_mask=attention_mask, head_mask=self.head_mask)
 
-    def _logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(
-            batch["input_ids"], **network_inputs(batch), head_mask=self.head_mask
-        )  # (B, T, V)
-
     def _loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Mean cross-entropy over the targets, and the logits [B, T, V]."""
-        logits = self._logits(batch)  # (B, T, V)
+        inputs = network_inputs(batch)
+        logits = self.model(batch["input_ids"], **inputs, head_mask=self.head_mask)  # (B, T, V)
         return mean_token_loss(logits, batch["labels"]), logits
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss, _ = self._loss(batch)
-        # Logging (and, on accelerators, the finiteness check: it waits for the device) only
-        # on logging steps; a per-step self.log costs ~5% of a small CPU step.
+        # Only on logging steps (the check waits for an accelerator): a per-step self.log
+        # costs ~5% of a small CPU step.
         logging_step = (self.global_step + 1) % self.trainer.log_every_n_steps == 0
         if (logging_step or self.device.type == "cpu") and not torch.isfinite(loss):
             raise FloatingPointError(
@@ -173,10 +153,8 @@ class LanguageModelTask(L.LightningModule):
             self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    # Lightning restores weights, optimiser, scheduler, loops and the train loader's position,
-    # but not the random number generators: dropout draws from torch's global RNG. They are
-    # saved with every checkpoint and put back just before the first batch after a resume
-    # (not at load time: building the loaders' iterators draws from the RNG in between).
+    # Lightning does not restore the RNGs dropout draws from: they are put back just before the
+    # first batch after a resume (building the loaders' iterators draws from them before).
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = rng_states()
         checkpoint["val_curve"] = [list(point) for point in self.val_curve]
@@ -194,27 +172,23 @@ class LanguageModelTask(L.LightningModule):
         self._batch_started = perf_counter()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        # Wall time between consecutive step ends covers data loading as well as compute;
-        # the first step after a (re)start or a validation counts from its own start.
+        # Between step ends (data loading included); the first after a start or a validation
+        # counts from its own start.
         now = perf_counter()
         began = self._batch_started if self._last_step_end is None else self._last_step_end
         self.consumed["seconds"] += now - began
-        # Every rank trains on a batch of this size: the tokens of the whole step.
+        # Every rank trains on a batch of this size.
         self.consumed["tokens"] += batch["input_ids"].numel() * self.trainer.world_size
         budget = self.hparams.get("seconds_budget")
         if budget is not None:
-            # One decision for all DDP ranks (their clocks differ); Lightning validates and
-            # checkpoints (best and last) when a stop is requested.
+            # One decision for all DDP ranks: their clocks differ.
             spent = self.consumed["seconds"] >= budget
             if self.trainer.strategy.reduce_boolean_decision(spent, all=False):
                 self.trainer.should_stop = True
-        # Throughput here, not Lightning's ThroughputMonitor: the run record's tokens_per_sec is
-        # the run's average without the first step after a start or a validation (compilation,
-        # checkpoint writes, loader restarts), which its Throughput cannot give (rates over a
-        # rolling window, none before window_size=100 batches; totals with the first step in),
-        # and it calls torch.cuda.synchronize() after every batch where this loop waits for the
-        # device on logging steps only. The clock is the seconds budget's anyway.
-        if self._last_step_end is not None:  # throughput: tokens of timed steps only
+        # Not Lightning's ThroughputMonitor: its rates are over a rolling window (none before
+        # 100 batches) and include the first step after a start or a validation (compilation,
+        # loader restarts), and it synchronises the device every batch.
+        if self._last_step_end is not None:
             tokens = batch["input_ids"].numel()
             self._seconds_since_log += now - self._last_step_end
             self._seconds_total += now - self._last_step_end
@@ -233,12 +207,11 @@ class LanguageModelTask(L.LightningModule):
             self._seconds_since_log = 0.0
 
     def tokens_per_sec(self) -> float | None:
-        """Average training throughput of this process (the first step is warm-up, not counted)."""
+        """Average training throughput of this process, the first step after a start excluded."""
         return self._tokens_total / self._seconds_total if self._seconds_total else None
 
     def on_validation_start(self) -> None:
-        # Validation time is not training throughput.
-        self._last_step_end = None
+        self._last_step_end = None  # validation time is not training throughput
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._update_eval_metrics("val", batch)
@@ -282,32 +255,21 @@ class LanguageModelTask(L.LightningModule):
         if stage == "val" and self.trainer.state.fn == TrainerFn.FITTING:
             point = [self.global_step, float(loss), self.consumed["tokens"]]
             self.val_curve.append([*point, self.consumed["seconds"]])
-        # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
-        # (an all-reduce of equal values) and silences Lightning's epoch-level warning.
-        # Equivalent mutants: sync_dist=False, None or dropped log the same value.
-        self.log(
-            f"{stage}/loss",
-            loss,
-            sync_dist=True,  # pragma: no mutate
-            prog_bar=stage == "val",
-        )
-        self.log(
-            f"{stage}/ppl",
-            torch.exp(loss.clamp(max=50)),
-            sync_dist=True,  # pragma: no mutate
-        )
-        # Accuracy over the targets: the next token (decoder) or the masked token (encoder).
-        accuracy = metrics[f"{stage}_correct"] / metrics[f"{stage}_targets"].clamp(min=1)
-        self.log(
-            f"{stage}/acc",
-            accuracy,
-            sync_dist=True,  # pragma: no mutate
-        )
-        for name, value in self.extra_metrics(stage, loss).items():
+        values = {
+            "loss": loss,
+            "ppl": torch.exp(loss.clamp(max=50)),
+            # the next token (decoder) or the masked token (encoder)
+            "acc": metrics[f"{stage}_correct"] / metrics[f"{stage}_targets"].clamp(min=1),
+            **self.extra_metrics(stage, loss),
+        }
+        for name, value in values.items():
+            # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
+            # and silences Lightning's epoch-level warning (so, equivalent mutants).
             self.log(
                 f"{stage}/{name}",
                 value,
                 sync_dist=True,  # pragma: no mutate
+                prog_bar=stage == "val" and name == "loss",
             )
 
     def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
@@ -318,11 +280,9 @@ class LanguageModelTask(L.LightningModule):
             self, self.model.blocks, self.optim, fused=self.device.type in ("cpu", "cuda")
         )
         budget = self.hparams.get("seconds_budget")
-        if budget is not None:  # the run's length is its time: decay over the time spent
+        if budget is not None:
             multiplier = functools.partial(self._multiplier_over_time, budget)
         else:
-            # None: the Trainer's own count of optimiser steps (max_steps, or epochs x
-            # batches, divided by gradient accumulation and by the DDP world size).
             total = self.hparams["total_steps"] or int(self.trainer.estimated_stepping_batches)
             multiplier = functools.partial(
                 warmup_cosine,
@@ -346,14 +306,11 @@ class LanguageModelTask(L.LightningModule):
 
 class CausalLMTask(LanguageModelTask):
     """Next-token prediction for the decoder; reports bits per character and per UTF-8 byte
-    too (bpb: comparable across tokenizers, char or BPE or WordPiece alike). A batch with
-    "document_ids" (``data.document_mask=true``) is attended within each document
-    (``network_inputs``)."""
+    too (comparable across tokenizers)."""
 
     def extra_metrics(self, stage: str, loss: Tensor) -> dict[str, Any]:
         split = "validation" if stage == "val" else stage
         bits = loss / math.log(2)
-        # nats per token -> bits per character or byte: independent of the tokenizer.
         ratios = {
             "bpc": self.hparams["chars_per_token"].get(split),
             "bpb": (self.hparams.get("bytes_per_token") or {}).get(split),
@@ -362,8 +319,7 @@ class CausalLMTask(LanguageModelTask):
 
 
 class MaskedLMTask(LanguageModelTask):
-    """Masked-language modelling for the encoder: loss, perplexity and accuracy on the masked
-    tokens only (the collator's labels are IGNORE_INDEX everywhere else)."""
+    """Masked-language modelling for the encoder: the metrics are over the masked tokens."""
 
 
 def task_class(arch: str) -> type[LanguageModelTask]:
@@ -371,9 +327,8 @@ def task_class(arch: str) -> type[LanguageModelTask]:
 
 
 def task_from_hparams(hparams: dict[str, Any], **changes: Any) -> LanguageModelTask:
-    """Rebuild the task of a checkpoint's ``hyper_parameters`` (plain dicts), with ``changes``
-    (e.g. the ``chars_per_token`` and ``bytes_per_token`` of other data) applied; the weights
-    are not loaded."""
+    """The task of a checkpoint's ``hyper_parameters``, with ``changes`` applied (the weights
+    are not loaded)."""
     values = {**hparams, **changes}
     model_config = ModelConfig.from_dict(values["model_config"])
     return task_class(model_config.arch)(
@@ -394,7 +349,6 @@ def _peak_flops(device: torch.device, precision: str) -> float | None:
         return None
     from lightning.fabric.utilities.throughput import get_available_flops
 
-    # "bf16-mixed" -> bfloat16, "16-true" -> float16, "64-true" -> float64, "32(-true)" -> float32
-    # (Lightning maps its precision plugins so, in a private function).
+    # As Lightning maps its precision plugins, in a private function.
     dtypes = {"bf16": torch.bfloat16, "16": torch.float16, "64": torch.float64}
     return get_available_flops(device, dtypes.get(str(precision).split("-")[0], torch.float32))

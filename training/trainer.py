@@ -1,10 +1,4 @@
-"""The Lightning ``Trainer`` and logger of a job, built from ``Settings``.
-
-Training gets checkpointing (best and last), the save-on-signal guard, atomic checkpoint IO,
-a progress bar redrawn once per logging interval, and the configured logger; evaluation gets a
-bare single-device Trainer. Lightning's own DDP/FSDP strategies carry the same configs across
-GPUs and nodes.
-"""
+"""The Lightning ``Trainer`` and logger of a job, built from ``Settings``."""
 
 from __future__ import annotations
 
@@ -25,22 +19,18 @@ from conf.features import training_callbacks
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
 
-
-def _quiet_lightning() -> None:
-    """One copy of Lightning's messages (Hydra's root handler would repeat them), no ads."""
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    rank_zero.addFilter(lambda record: "litlogger" not in record.getMessage())
-    logging.getLogger("lightning.pytorch").propagate = False
-
-
-_quiet_lightning()
+# One copy of Lightning's messages (Hydra's root handler would repeat them), no ads.
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+    lambda record: "litlogger" not in record.getMessage()
+)
+logging.getLogger("lightning.pytorch").propagate = False
 
 
 def training_trainer(
     settings: Settings, out_dir: Path, callbacks: Sequence[L.Callback] = ()
 ) -> L.Trainer:
-    """The Trainer of ``mode=train``; ``callbacks`` are added to tinylm's own (tests add fault
-    injectors this way)."""
+    """The Trainer of ``mode=train``: checkpoints (best and last), the save-on-signal guard,
+    atomic checkpoint writes, the logger; ``callbacks`` are added to these."""
     checkpointing = ModelCheckpoint(
         dirpath=out_dir / "checkpoints",
         filename="best",
@@ -58,8 +48,8 @@ def training_trainer(
         checkpointing,
         SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
         *callbacks,
+        *training_callbacks(settings),  # the features'
     ]
-    all_callbacks += training_callbacks(settings)  # the features' (the heads' statistics)
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
@@ -83,8 +73,8 @@ def training_trainer(
 
 
 def _devices_of_this_job(settings: Settings) -> Any:
-    """``trainer.devices``; under a parallel sweep on a machine with several GPUs, a one-GPU
-    job k takes GPU k mod (number of GPUs), so the jobs spread over them."""
+    """``trainer.devices``; in a parallel sweep on several GPUs, one-GPU job k takes GPU k mod
+    (number of GPUs), so the jobs spread over them."""
     devices = settings.trainer.devices
     gpus = torch.cuda.device_count()
     on_gpu = settings.trainer.accelerator in ("gpu", "cuda", "auto") and gpus > 1
@@ -139,16 +129,15 @@ def build_logger(settings: Settings, out_dir: Path) -> Logger | None:
         mode=mode,
         config={"settings": settings.plain(), "overrides": settings.overrides},
     )
-    # Lightning always passes wandb.init an `anonymous` setting (None unless asked), which
-    # wandb deprecates with a warning on every run; left out, wandb's default is the same,
-    # and every other wandb warning still prints.
+    # Lightning always passes wandb.init `anonymous`, deprecated with a warning on every run;
+    # left out, wandb's default is the same.
     drop_wandb_init_argument(logger, "anonymous")
     return logger
 
 
 def _directory_name(name: str, limit: int = 200) -> str:
-    """``name`` as one directory name: "/" replaced, and a long one (many overrides) cut with
-    a digest of the whole, within the 255-byte limit of common filesystems."""
+    """``name`` as one directory name: "/" replaced, a long one cut, with a digest of the whole,
+    within the 255-byte limit of common filesystems."""
     name = name.replace("/", "_")
     if len(name.encode()) <= limit:
         return name
