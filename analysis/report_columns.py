@@ -1,38 +1,22 @@
 """The columns of a report's table: every metric recorded for a sweep's runs (or one run),
-each a value per run, read from the files the commands wrote.
-
-- each run's record: the metric the runs are ranked by (``Ranking``: the best validation loss, a
-  fine-tune's test metric), bpb, and the time to ``summary.target_loss``
-  (``analysis/time_to_target.py``);
-- ``eval.jsonl`` (the sweep's, each run's and each run's ``checkpoints/``): held-out text (loss,
-  bpb), minimal pairs (accuracy overall and per paradigm), harness tasks, fine-tunes (the task
-  metric per task and init);
-- ``checkpoints/heads.json``: the heads per layer that carry 90% of the importance, the loss
-  with half the heads gated off.
-
-A record belongs to the run whose directory holds its checkpoint; of two records for one run
-and column, the later one counts (a file read later, or a later line). Each column is then
-grouped by configuration over seeds exactly as the summary groups the best validation loss
-(``analysis/summary.py``): mean ± std, the best, and the 2 SE and Holm verdicts against it.
+each a value per run, read from the runs' records and their ``eval.jsonl`` files. A record
+belongs to the run whose directory holds its checkpoint; of two records for one run and column,
+the later one counts (a file read later, or a later line). Each column is then grouped by
+configuration over seeds exactly as the summary groups the best validation loss.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
-from analysis.records import RESULTS_FILE, read_records, warn
+from analysis.records import RESULTS_FILE, read_records
 from analysis.run_record import Status, has_record
 from analysis.summary import MEANS, Configuration, configuration_rows, group_runs
 from analysis.time_to_target import first_reached
 
-HEADS_FILE = "heads.json"
-# The share of a layer's importance whose heads count as the ones that matter (mode=heads).
-IMPORTANCE_SHARE = 0.9
 # A pretraining run's results, as runs.csv lists them.
 _RUN_COLUMNS = ("params", "best_val_loss", "val_ppl", "val_acc", "tokens_per_sec", "status")
 # A fine-tune's: the test split's metrics, its best validation loss, its speed.
@@ -103,8 +87,8 @@ def run_columns(
     target_loss: float | None,
     records: Sequence[tuple[str, dict[str, Any]]],
 ) -> list[Column]:
-    """Every column with at least one value for ``runs`` (``with_heads``' runs, their
-    ``records`` ``run_records``'), the first the metric they are ranked by."""
+    """Every column with at least one value for ``runs`` (their ``records``:
+    ``run_records``'), the first the metric they are ranked by."""
     columns: dict[str, Column] = {}
 
     def put(key: str, title: str, group: str, higher: bool | None, run: str, value: Any) -> None:
@@ -128,13 +112,6 @@ def run_columns(
     for name, record in records:
         for key, title, group, higher, value in _record_columns(record):
             put(key, title, group, higher, name, value)
-    for run in runs:
-        heads = run.get("heads")
-        if heads is not None:
-            share = f"heads for {IMPORTANCE_SHARE:.0%} of importance"
-            put("heads_90", share, "heads", None, run["run"], fmean(heads["heads_for_90"]))
-            half = heads.get("pruned_half_loss")
-            put("pruned_half_loss", "loss, half the heads pruned", "heads", False, run["run"], half)
     return list(columns.values())
 
 
@@ -166,10 +143,10 @@ def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, d
     """(run name, record) for every record of the runs' checkpoints, in the order they count:
     the sweep's eval.jsonl, then each run's, then each run's checkpoints/ (``root``: the
     sweep directory, or the run directory of a single run)."""
-    run_dirs = _run_dirs(root, runs)
-    owners = {run_dir.resolve(): name for name, run_dir in run_dirs.items()}
+    dirs = run_dirs(root, runs)
+    owners = {run_dir.resolve(): name for name, run_dir in dirs.items()}
     files = [root / RESULTS_FILE]
-    for run_dir in run_dirs.values():
+    for run_dir in dirs.values():
         files += [run_dir / RESULTS_FILE, run_dir / "checkpoints" / RESULTS_FILE]
     found = []
     for path in dict.fromkeys(files):
@@ -180,16 +157,10 @@ def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, d
     return found
 
 
-def with_heads(root: Path, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``runs``, each with its ``heads.json`` (mode=heads' analysis of its checkpoint) as
-    ``heads`` when it has one."""
-    run_dirs = _run_dirs(root, runs)
-    found = [(run, _heads_record(run_dirs[run["run"]])) for run in runs]
-    return [run if heads is None else {**run, "heads": heads} for run, heads in found]
-
-
-def _run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
-    if len(runs) == 1 and has_record(root):  # a run directory's own page
+def run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
+    """Each run's directory: below the sweep directory ``root``, or ``root`` itself for a run
+    directory's own report."""
+    if len(runs) == 1 and has_record(root):
         return {runs[0]["run"]: root}
     return {run["run"]: root / run["run"] for run in runs}
 
@@ -238,15 +209,3 @@ def _variant(record: dict[str, Any]) -> str:
     if record.get("heads_pruned"):
         parts.append(f"{len(record['heads_pruned'])} heads off")
     return f" [{', '.join(parts)}]" if parts else ""
-
-
-def _heads_record(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / "checkpoints" / HEADS_FILE
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        warn(f"{path} is not a mode=heads record ({err}); the report leaves it out")
-        return None
-    return record if isinstance(record, dict) and "heads_for_90" in record else None

@@ -26,6 +26,7 @@ from typing import Any
 
 import jinja2
 
+from analysis.records import RESULTS_FILE
 from analysis.report import Report, build_report
 from analysis.run_record import Status, record_path
 from common.files import write_text_atomically
@@ -69,7 +70,7 @@ def page_context(report: Report) -> dict[str, Any]:
         "heatmaps": report.heatmaps,
         "figures": [(f.title, svg_uri(f.draw)) for f in report.figures if f.on_page],
         "failed": [r for r in runs if r.get("status") == Status.FAILED],
-        "runs": [_run_entry(r, single) for r in runs],
+        "runs": [_run_entry(r, single, report.run_files) for r in runs],
         "records": report.records if single else [],
         "sample": runs[0].get("sample") if single else None,
         "target_loss": report.target_loss,
@@ -144,12 +145,12 @@ def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def _run_entry(run: dict[str, Any], single: bool) -> dict[str, Any]:
+def _run_entry(run: dict[str, Any], single: bool, extra: Sequence[str]) -> dict[str, Any]:
     """A run's row in the runs table: its settings and the relative links to its files."""
     prefix = "" if single else f"{run['run']}/"
-    files = [record_path().name, "checkpoints/", "eval.jsonl", "checkpoints/heads.json"]
+    files = [record_path().name, "checkpoints/", RESULTS_FILE, *extra]
     if not single:
-        files.insert(0, "report.html")
+        files.insert(0, REPORT_FILE)
     return {
         "name": run["run"],
         "status": run.get("status", "unknown"),

@@ -23,15 +23,21 @@ from typing import Any
 
 import torch
 
-from analysis.plots import plot_head_maps, plot_prune_curve
 from analysis.records import format_value, markdown_table
 from analysis.report import build_report
-from analysis.report_columns import IMPORTANCE_SHARE
 from analysis.run_record import Status, read_run, record_path
-from analysis.sweep_summary import heads_section, write_summary_files
+from analysis.sweep_summary import write_summary_files
 from common.files import write_text_atomically
 from common.provenance import provenance
 from conf.schema import Settings
+from features.heads.report import (
+    IMPORTANCE_SHARE,
+    RESULTS_FILE,
+    grouped_heads,
+    heads_section,
+    plot_head_maps,
+    plot_prune_curve,
+)
 from features.heads.statistics import (
     HeadStats,
     head_stats,
@@ -44,7 +50,6 @@ from modes.report import refresh
 from modes.scoring import FLOAT32, record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 
-RESULTS_FILE = "heads.json"
 # The point of the prune curve a sweep compares: half the heads gated off.
 HALF = 0.5
 COLUMNS = ("layer", "head", *HeadStats.PER_HEAD)
@@ -63,7 +68,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     report = build_report(target)
     assert report is not None, "the analysed jobs are runs of the sweep"
     written = write_summary_files(report)
-    print(heads_section(report))
+    print(heads_section(grouped_heads(report)))
     print(f"wrote {', '.join(str(path) for path in written)}")
     refresh(target, report=report)
     return {"results": records, "summary_md": str(target / "summary.md")}
