@@ -33,14 +33,12 @@ VIRIDIS = matplotlib.colormaps["viridis"]
 
 @dataclass
 class HeatCell:
-    """A heatmap cell: its configuration's mean (None: no completed run), the text it shows,
-    its failed runs, and where its mean lies on the colour range (1: the best, 0: the far
-    end)."""
+    """A heatmap cell of a configuration."""
 
-    mean: float | None
+    mean: float | None  # None: no completed run
     text: str
     failed: int
-    goodness: float | None
+    goodness: float | None  # where the mean lies on the colour range: 1 the best, 0 the far end
 
     @property
     def dark_text(self) -> bool:
@@ -49,14 +47,14 @@ class HeatCell:
 
     @property
     def colour(self) -> str:
-        """Its background in the page's table: viridis, the light end the best."""
+        """Its background in the page's table."""
         return to_hex(VIRIDIS(self.goodness or 0.0))
 
 
 @dataclass
 class Heatmap:
     """A metric over the first two swept keys: ``cells[i][j]`` for row value i and column
-    value j (None: no configuration), the colour range ``low``..``high`` and its caption."""
+    value j (None: no configuration)."""
 
     title: str
     key: str  # the report column it draws
@@ -133,8 +131,7 @@ def heatmap(
 
 
 def draw_heatmap(heatmap: Heatmap, out_path: Path) -> Path:
-    """``heatmap`` as an image: each cell coloured by its mean with its text (a cell whose
-    runs all failed hatched), the colour bar, the caption under the title."""
+    """``heatmap`` as an image; a cell whose runs all failed hatched."""
     grid = [
         [math.nan if c is None or c.mean is None else c.mean for c in row] for row in heatmap.cells
     ]
@@ -163,8 +160,7 @@ def draw_heatmap(heatmap: Heatmap, out_path: Path) -> Path:
 
 
 def mean_curve(config: Configuration) -> tuple[list[int], list[float], list[float], list[float]]:
-    """(steps, mean, low, high) of the validation loss at the steps every completed run of
-    ``config`` evaluated; low/high are the min and max over its runs."""
+    """``band`` of the validation curves of ``config``'s completed runs."""
     return band(
         [
             {point[0]: point[1] for point in r["val_curve"]}
@@ -175,8 +171,7 @@ def mean_curve(config: Configuration) -> tuple[list[int], list[float], list[floa
 
 
 def plot_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
-    """Validation loss against step: one line per configuration (mean over its runs), the
-    band between its best and worst run."""
+    """Validation loss against step, one line and band per configuration."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     plot_bands(ax, configs, mean_curve)
     ax.set_xlabel("step")

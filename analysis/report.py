@@ -42,7 +42,7 @@ from conf.features import features, hook
 class Figure:
     """One figure: its caption, the function that draws it (PNG or SVG, as the file name it is
     given says), its file beside summary.md (None: the page's alone), and whether the page
-    shows it (the page shows its heatmaps as coloured tables)."""
+    shows it (its heatmaps are coloured tables there)."""
 
     title: str
     draw: Callable[[Path], Path]

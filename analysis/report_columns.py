@@ -32,8 +32,7 @@ _FINETUNE_MEANS = (
 @dataclass(frozen=True)
 class Ranking:
     """What a sweep's configurations are compared by: pretraining runs by their best
-    validation loss (lowest best), fine-tunes by their task's metric on the test split
-    (highest best), as their records name it."""
+    validation loss, fine-tunes by their task's metric on the test split (highest best)."""
 
     metric: str = "best_val_loss"
     higher_is_better: bool = False
@@ -54,8 +53,8 @@ def ranking(runs: Sequence[dict[str, Any]]) -> Ranking:
 
 @dataclass
 class Column:
-    """One metric: its title, its value per run name, and which way is better (None: a
-    description, such as a head count, with no best and no verdicts)."""
+    """One metric: its value per run name, and which way is better (None: a description, such
+    as a head count, with no best and no verdicts)."""
 
     key: str
     title: str
@@ -103,12 +102,11 @@ def run_columns(
         put(metric, metric, "training", ranked.higher_is_better, name, run.get(metric))
         if not ranked.fine_tunes:
             put("val_bpb", "val_bpb", "training", False, name, run.get("val_bpb"))
-        reached = first_reached(run, target_loss) if target_loss is not None else None
-        for unit in ("steps", "seconds"):
-            title = f"{unit} to loss {target_loss:g}" if target_loss is not None else ""
-            put(
-                f"{unit}_to_target", title, "time to target", False, name, (reached or {}).get(unit)
-            )
+        if target_loss is not None:
+            reached = first_reached(run, target_loss) or {}
+            for unit in ("steps", "seconds"):
+                title = f"{unit} to loss {target_loss:g}"
+                put(f"{unit}_to_target", title, "time to target", False, name, reached.get(unit))
     for name, record in records:
         for key, title, group, higher, value in _record_columns(record):
             put(key, title, group, higher, name, value)
@@ -118,8 +116,7 @@ def run_columns(
 def column_cells(
     column: Column, runs: Sequence[dict[str, Any]], keys: Sequence[str]
 ) -> tuple[list[Configuration], list[Cell]]:
-    """``column`` grouped by configuration over ``keys`` (seeds as replicates): the
-    configurations, in the summary's order, and a cell for each."""
+    """``column`` grouped by configuration over ``keys``: the configurations and their cells."""
     valued = [{**run, column.key: column.values.get(run["run"])} for run in runs]
     higher = bool(column.higher_is_better)
     configs = group_runs(valued, keys, metric=column.key, higher_is_better=higher)
@@ -141,8 +138,7 @@ def column_cells(
 
 def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(run name, record) for every record of the runs' checkpoints, in the order they count:
-    the sweep's eval.jsonl, then each run's, then each run's checkpoints/ (``root``: the
-    sweep directory, or the run directory of a single run)."""
+    the sweep's eval.jsonl, then each run's, then each run's checkpoints/."""
     dirs = run_dirs(root, runs)
     owners = {run_dir.resolve(): name for name, run_dir in dirs.items()}
     files = [root / RESULTS_FILE]

@@ -1,17 +1,8 @@
 """``report.html``: every number recorded for a sweep (or one run) on one page that a browser
-opens from disk, with its figures and what produced it: one rendering of its report
-(``analysis/report.py``).
-
-The page holds a header (what was swept, the runs by status, the compute spent, the
-provenance: ``common/provenance.py``), one table with a row per configuration and a column
-per metric (``analysis/report_columns.py``: each cell the mean ± std over seeds, the best
-marked, the 2 SE and Holm verdicts against it; sortable by any column), the figures (SVG;
-the heatmap of any judged column as a coloured table of text, chosen in a list), the failed
-runs with their errors and every run's settings with links to its files. A run directory's
-page is the same for its one run, with its records and its closing sample. The page is a
-Jinja2 template with autoescaping, so every string that comes from a run (errors, labels,
-file names, swept values) is shown as text; its images are data URIs and its only script
-sorts the table and picks a heatmap.
+opens from disk: one rendering of its report (``analysis/report.py``). A Jinja2 template with
+autoescaping, so every string that comes from a run (errors, labels, file names, swept values)
+is shown as text; its images are data URIs and its only script sorts the table and picks a
+heatmap.
 """
 
 from __future__ import annotations
@@ -20,6 +11,7 @@ import base64
 import functools
 import json
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +31,7 @@ COMPUTE = ("steps", "tokens", "flops", "seconds")
 
 
 def write_report(path: Path, target_loss: float | None = None) -> Path | None:
-    """``report.html`` in ``path``, a sweep directory or a run directory (None when it holds
-    no run), with the time to ``target_loss`` (None: the sweep's own summary.target_loss)."""
+    """``report.html`` of ``build_report(path, target_loss)``; None when it holds no run."""
     report = build_report(path, target_loss)
     return None if report is None else write_page(report)
 
@@ -52,7 +43,7 @@ def write_page(report: Report) -> Path:
 
 
 def page_context(report: Report) -> dict[str, Any]:
-    """What the template shows (see the module docstring)."""
+    """What the template shows."""
     runs, single = report.runs, report.single
     return {
         "title": f"{'Run' if single else 'Sweep'} {report.root}",
@@ -86,8 +77,7 @@ def svg_uri(draw: Callable[[Path], Path]) -> str:
 
 @functools.cache
 def _template() -> jinja2.Template:
-    """The page's template, compiled once a process (every eval or finetune record rewrites
-    the page)."""
+    """Compiled once a process: every eval or finetune record rewrites the page."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,  # every string from a run is text, never markup
@@ -108,22 +98,17 @@ def number(value: float | None) -> str:
 
 def _statuses(runs: Sequence[dict[str, Any]]) -> dict[str, int]:
     counts = dict.fromkeys(STATUSES, 0)
-    for run in runs:
-        status = str(run.get("status", "unknown"))
-        counts[status] = counts.get(status, 0) + 1
+    counts.update(Counter(str(run.get("status", "unknown")) for run in runs))
     return counts
 
 
 def _compute(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     """The steps, tokens, FLOPs and seconds the runs' training consumed (what they recorded)."""
-    total = dict.fromkeys(COMPUTE, 0.0)
-    for run in runs:
-        consumed = run.get("consumed") or {}
-        for unit in COMPUTE:
-            value = consumed.get(unit)
-            if isinstance(value, int | float):
-                total[unit] += value
-    return total
+    consumed = [run.get("consumed") or {} for run in runs]
+    return {
+        unit: sum(c[unit] for c in consumed if isinstance(c.get(unit), int | float))
+        for unit in COMPUTE
+    }
 
 
 def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,9 +28,7 @@ _TARGET_COLUMNS = (
 
 
 def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> list[Path]:
-    """The summary files of ``sweep_dir`` (see the module docstring), with the time to
-    ``target_loss`` (None: the sweep's own summary.target_loss); the paths written (none when
-    it holds no run)."""
+    """The summary files of ``build_report(sweep_dir, target_loss)``; the paths written."""
     report = build_report(sweep_dir, target_loss)
     return [] if report is None else write_summary_files(report)
 
