@@ -115,17 +115,15 @@ def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each distinct provenance of the runs, with the runs that recorded it."""
     found: dict[str, dict[str, Any]] = {}
     for run in runs:
-        recorded = run.get("provenance")
+        recorded = run.get("provenance") or {}
         entry = {
             "code": code_label(recorded) if recorded else "no provenance recorded",
-            "versions": ", ".join(
-                f"{k} {v}" for k, v in ((recorded or {}).get("versions") or {}).items()
-            ),
-            "device": (recorded or {}).get("device", ""),
-            "precision": (recorded or {}).get("precision", ""),
+            "versions": ", ".join(f"{k} {v}" for k, v in (recorded.get("versions") or {}).items()),
+            "device": recorded.get("device", ""),
+            "precision": recorded.get("precision", ""),
         }
         key = json.dumps(entry, sort_keys=True)
-        found.setdefault(key, {**entry, "runs": [], "command": (recorded or {}).get("command")})
+        found.setdefault(key, {**entry, "runs": [], "command": recorded.get("command")})
         found[key]["runs"].append(run["run"])
     return list(found.values())
 
@@ -145,5 +143,4 @@ def _run_entry(run: dict[str, Any], single: bool, extra: Sequence[str]) -> dict[
         "classes": [str(name) for name in run.get("label_names") or []],
         "settings": json.dumps(run.get("config", {}), indent=1, default=str),
         "links": [(name, prefix + name) for name in files],
-        "error": run.get("error"),
     }

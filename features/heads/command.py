@@ -1,17 +1,7 @@
-"""``mode=heads``: what each attention head of a checkpoint does, or of every job of a sweep.
-
-Scored on the data ``mode=eval`` scores (``modes/scoring.py``: the run's own split, or the
-text the command line names), per head (``statistics.py``): the loss with the head gated
-off against the loss with all (``delta_loss``, with its paired standard error over batches),
-its importance (mean |dL/dgate|, Michel et al. 2019), its attention entropy (with the uniform
-maximum beside it) and the attention it gives the previous, first and own token; then the
-prune curve (the least important heads gated off first, a layer never emptied, the loss at
-each tenth). ``heads.json`` and the figures ``heads.png`` and ``prune_curve.png`` go beside
-the checkpoint. Over a sweep directory every completed job is analysed, then grouped by
-configuration over seeds as the sweep summary groups them: the heads per layer that carry 90%
-of the importance, the loss after pruning half the heads, the prune curves with a band over
-seeds (``prune_curves.png``), in a section of the sweep's ``summary.md``, which is written
-again from the records (``analysis/sweep_summary.py``).
+"""``mode=heads``: what each attention head of a checkpoint does (``statistics.py``), on the data
+``mode=eval`` scores; ``heads.json``, ``heads.png`` and ``prune_curve.png`` beside the
+checkpoint. Over a sweep directory every completed job is analysed and the sweep's summary is
+written again, with its ``## Heads`` section (``report.py``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""An Optuna study in a storage: what tinylm's search (``features/optuna/sweeper.py``) and
-its trials' pruning (``features/optuna/pruning.py``) share. Optuna, no Hydra, no Lightning.
-
-The study is opened from a database URL (SQLite in the sweep directory by default) with
-heartbeats: a trial whose process was killed stops beating, and once it is older than the
-grace period it is marked failed and its configuration is queued again. A study is named by the
-search that created it: its search space, objectives and directions are kept in the study and a
-later search under the same name must ask for the same ones.
+"""An Optuna study in a storage: what the search (``sweeper.py``) and its trials' pruning
+(``pruning.py``) share. The storage beats each trial's heart: a trial whose process was killed
+is failed once its heartbeat is older than the grace period, and its configuration is queued
+again. A study keeps the search that created it (space, objectives, directions): a later search
+under its name must ask for the same.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What a finished Optuna search tells its summary: ``search.json``, written by the search
-(``features/optuna/sweeper.py``) and read by the sweep summary, which needs no Optuna.
-
-It lists every trial (state, parameters, objective values, its run and the compute it
-consumed), the best trial (with several objectives, the Pareto front: Optuna's
-``best_trials``) and each parameter's importance for each objective (Optuna's
-``get_param_importances``, when the completed trials allow it).
+"""``search.json``: what a finished Optuna search tells its summary, which reads it without
+Optuna (``report.py``): every trial, the best trial or Pareto front (``best_trials``) and each
+parameter's importance for each objective (``get_param_importances``).
 """
 
 from __future__ import annotations

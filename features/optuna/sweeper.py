@@ -1,21 +1,10 @@
-"""``hydra/sweeper=optuna``: tinylm's Optuna search, on Optuna's ask/tell API.
+"""``hydra/sweeper=optuna``: tinylm's Optuna search, on Optuna's ask/tell API (README.md).
 
-Each trial is one job of the launcher, run in ``SWEEP/N`` for trial number N. The study lives in
-a storage (``hydra.sweeper.storage``, SQLite in the sweep directory by default), so that:
-
-- a search re-run in its sweep directory goes on from the stored study (a trial left RUNNING
-  by a killed process is failed once its heartbeat is stale, and its configuration is asked
-  again: ``features/optuna/study.py``), and ends at ``n_trials`` finished trials in all;
-- several workers on one storage and study name share the search: each asks its own trials,
-  and Optuna numbers them across the study, so no two run in one directory;
-- a job reports its validation losses to its trial (``features/optuna/pruning.py``) and stops when
-  ``hydra.sweeper.pruner`` says so.
-
-Each job's record decides its trial: completed (the ``objectives`` it records),
-pruned, or failed (its error; the search goes on). At the end ``search.json`` (the trials,
-the best trial or Pareto front, the parameters' importances) and ``optimization_results.yaml``
-are written beside the sweep's summary. Hydra imports every ``hydra_plugins`` module at each
-start, so Optuna is imported only when a search runs.
+Each trial is one job of the launcher, run in ``SWEEP/N`` for trial number N, and its record
+decides the trial: completed (the ``objectives`` it records), pruned, or failed. The study lives
+in a storage, so a search re-run goes on from it and several workers share it: Optuna numbers
+the trials across the study, so no two run in one directory. Hydra imports every
+``hydra_plugins`` module at each start, so Optuna is imported only when a search runs.
 """
 
 from __future__ import annotations
