@@ -1,5 +1,5 @@
 """An Optuna search's part of its sweep's report (``Feature.report``), read from the
-``search.json`` the search wrote (``study_report.py``) or, without one, from its runs and
+``search.json`` the search wrote (``search.py``) or, without one, from its runs and
 ``optimization_results.yaml``: no Optuna needed. The summary names the best trial (or the Pareto
 front), counts the trials by state with the training steps they consumed, lists each
 parameter's importance for each objective, and draws the search's history.
@@ -99,7 +99,7 @@ def best_sentence(record: dict[str, Any]) -> str:
     if len(record["objectives"]) > 1:
         runs = ", ".join(str(t["run"]) for t in best)
         return f"Optuna's Pareto front: runs {runs} ({SEARCH_RECORD})."
-    (trial,) = best
+    trial = best[0]  # of trials tied for the best value (Optuna lists them all), the first
     objective, value = record["objectives"][0], trial["values"][0]
     return _trial_sentence(f"run {trial['run']}", trial["params"], objective, value, SEARCH_RECORD)
 

@@ -67,7 +67,8 @@ class Search:
 
 
 class RetryKilledTrial(optuna.storages.RetryHeartbeatStaleTrialCallback):
-    """Optuna's retry of a trial failed for a stale heartbeat, remembering which it failed."""
+    """Optuna's retry of a trial failed for a stale heartbeat (``RetryFailedTrialCallback`` is
+    its deprecated alias), remembering which it failed: their runs' records say so."""
 
     def __init__(self) -> None:
         super().__init__(max_retry=MAX_RETRY)
@@ -176,15 +177,11 @@ def _stored_search(study: optuna.Study) -> dict[str, Any] | None:
     waits a moment for its record."""
     for _ in range(20):
         stored = study.user_attrs.get(SEARCH)
-        if stored is not None or _made_before(study):
+        # A study with trials: its creator finished creating it long ago.
+        if stored is not None or study.get_trials(deepcopy=False):
             return stored
         time.sleep(0.25)
     return study.user_attrs.get(SEARCH)
-
-
-def _made_before(study: optuna.Study) -> bool:
-    """Whether the study has trials: then its creator finished creating it long ago."""
-    return bool(study.get_trials(deepcopy=False))
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -220,13 +217,13 @@ def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: 
 def fail_killed_trials(
     study: optuna.Study, storage: optuna.storages.RDBStorage
 ) -> list[FrozenTrial]:
-    """Mark the RUNNING trials of ``study`` (in ``storage``, as ``open_storage`` opened it)
-    whose heartbeat is older than the grace period as failed, queue their configurations
-    again, and return them."""
-    callback = storage.get_heartbeat_stale_trial_callback()  # open_storage's
-    before = len(callback.failed) if isinstance(callback, RetryKilledTrial) else 0
+    """Mark the RUNNING trials of ``study`` whose heartbeat is older than the grace period as
+    failed, queue their configurations again, and return them (``storage``: ``open_storage``'s
+    with heartbeats)."""
+    callback = storage.get_heartbeat_stale_trial_callback()
     optuna.storages.fail_stale_trials(study)
-    return callback.failed[before:] if isinstance(callback, RetryKilledTrial) else []
+    killed, callback.failed = callback.failed, []
+    return killed
 
 
 def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> list[float]:

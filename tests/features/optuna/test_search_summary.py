@@ -90,7 +90,7 @@ def test_a_search_still_running_names_no_best_trial(tmp_path: Path) -> None:
 
 
 def _search_record(trials: dict[str, tuple[str, str, float]], best: int) -> dict:
-    """search.json as features/optuna/study_report.py writes it, one trial per run."""
+    """search.json as features/optuna/search.py writes it, one trial per run."""
     return {
         "study_name": "heads-and-lr",
         "storage": "sqlite:///study.db",
@@ -164,3 +164,16 @@ def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
 def test_best_so_far_follows_the_direction() -> None:
     assert best_so_far([None, 3.0, None, 2.0, 4.0]) == [None, 3.0, 3.0, 2.0, 2.0]
     assert best_so_far([1.0, 3.0, 2.0], maximize=True) == [1.0, 3.0, 3.0]
+
+
+def test_trials_tied_for_the_best_value_name_the_first(tmp_path: Path) -> None:
+    """Optuna lists every trial tied for the best value of one objective as its best."""
+    _search_sweep(tmp_path, _TRIALS)
+    (tmp_path / "search.json").write_text(
+        json.dumps(_search_record(_TRIALS, best=1) | {"best": [1, 2]})
+    )
+    write_sweep_summary(tmp_path)
+    best = " Optuna's best trial: run 1 (optim.lr=0.003, model.num_heads=2), best_val_loss 2.25"
+    assert summary_md(tmp_path).startswith(
+        f"# Sweep {tmp_path}\n\n{_search_explanation(3)}{best} (search.json).\n\n## Configurations"
+    )
