@@ -105,8 +105,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         **record_head(ckpt, checkpoint, text),
         "num_layers": len(stats.importance),
         "num_heads": len(stats.importance[0]),
-        **{k: v for k, v in stats.to_dict().items() if k in ("base_loss", "tokens", "batches")},
-        "entropy_uniform": stats.entropy_uniform,
+        **{k: getattr(stats, k) for k in ("base_loss", "tokens", "batches", "entropy_uniform")},
         "heads_for_90": heads_for_share(stats.importance, IMPORTANCE_SHARE),
         "pruned_half_loss": next(p["loss"] for p in curve if len(p["removed"]) == half),
         "heads": stats.rows(),
@@ -114,7 +113,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         "provenance": provenance(FLOAT32, settings.trainer.accelerator),
     }
     out = ckpt.parent / RESULTS_FILE
-    write_text_atomically(out, json_text(record))
+    write_text_atomically(out, json.dumps(record, indent=1) + "\n")
     title = f"{arch} step {record['step']}, {text.data} ({text.label})"
     plot_head_maps([record], ckpt.parent / "heads.png", title)
     plot_prune_curve(curve, ckpt.parent / "prune_curve.png", title)
@@ -122,10 +121,6 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     print(f"wrote {out}, {ckpt.parent / 'heads.png'}, {ckpt.parent / 'prune_curve.png'}")
     refresh(ckpt)  # its run's page shows the heads
     return record
-
-
-def json_text(record: dict[str, Any]) -> str:
-    return json.dumps(record, indent=1) + "\n"
 
 
 def head_table(record: dict[str, Any]) -> str:

@@ -112,7 +112,7 @@ def importance_and_attention(
     model: nn.Module, batch: dict[str, Tensor]
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """One forward and backward pass at a gate of ones: the batch's loss, |dL/d gate| [L, H]
-    and its attention sums (``AttentionSums``' fields)."""
+    and its attention sums (``attention_sums``')."""
     gate = all_ones(model).requires_grad_(True)
     logits, attentions = model(
         batch["input_ids"], **network_inputs(batch), head_mask=gate, output_attentions=True
