@@ -184,14 +184,9 @@ def _record_columns(record: dict[str, Any]) -> list[tuple[str, str, str, bool, A
         return [(f"pairs:{title}", title, "pair accuracy", True, record.get("pair_acc"))]
     if kind is None and "loss" in record:
         name = f"{record.get('data')} {record.get('split')}{variant}"
+        group = "held-out evaluation"
         return [
-            (
-                f"eval:{name}:{metric}",
-                f"{name} {metric}",
-                "held-out evaluation",
-                False,
-                record.get(metric),
-            )
+            (f"eval:{name}:{metric}", f"{name} {metric}", group, False, record.get(metric))
             for metric in ("loss", "bpb")
         ]
     return []

@@ -63,34 +63,24 @@ def search_section(record: dict[str, Any]) -> str:
     objectives = zip(record["objectives"], record["directions"], strict=True)
     several = len(record["objectives"]) > 1
     best = [t for t in trials if t["number"] in record["best"]]
-    lines = [
+    paragraphs = [
         "## Optuna search",
-        "",
         f"Study `{record['study_name']}` in `{record['storage']}`: {len(trials)} trials, "
         f"{counts}{retried if killed else ''}. Training steps: {sum(steps.values())} in all, "
         f"{steps.get('PRUNED', 0)} of them in pruned trials. Objectives: "
         + ", ".join(f"{o} ({d})" for o, d in objectives)
         + ".",
-        "",
         "### " + ("Pareto front" if several else "Best trial"),
-        "",
-        (
-            "The trials no other trial beats on every objective."
-            if several
-            else "The completed trial with the best objective."
-        ),
-        "",
+        "The trials no other trial beats on every objective."
+        if several
+        else "The completed trial with the best objective.",
         _trial_table(best, record["objectives"]).rstrip(),
-        "",
         "### Parameter importances",
-        "",
         "Optuna's get_param_importances (PED-ANOVA) over the completed trials: each "
         "parameter's share of the objective's variation, summing to 1 per objective.",
-        "",
         _importance_table(record["importances"]).rstrip(),
-        "",
     ]
-    return "\n".join(lines)
+    return "\n\n".join(paragraphs) + "\n"
 
 
 def best_sentence(record: dict[str, Any]) -> str:
