@@ -1,10 +1,7 @@
-"""The figures of a report (``analysis/report.py``) and of the head analysis (``mode=heads``):
-each drawn by one function here, to a PNG or an SVG file as its name says. The heatmap is also
-data (``Heatmap``), because the page shows it as a coloured table of text.
-
-The one part of the analysis library that needs matplotlib, apart from the grouping and
-statistics (``analysis/summary.py``) so that what only groups runs (``mode=eval`` over a sweep)
-never loads it.
+"""The report's figures, each drawn by one function to a PNG or an SVG file as its name says;
+the heatmap is also data (``Heatmap``), which the page shows as a coloured table of text. The
+one module of the analysis library that loads matplotlib, so that what only groups runs
+(``mode=eval`` over a sweep) never does.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.colors import to_hex  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from analysis.records import natural_key  # noqa: E402
 from analysis.summary import (  # noqa: E402
@@ -37,14 +33,12 @@ VIRIDIS = matplotlib.colormaps["viridis"]
 
 @dataclass
 class HeatCell:
-    """A heatmap cell: its configuration's mean (None: no completed run), the text it shows,
-    its failed runs, and where its mean lies on the colour range (1: the best, 0: the far
-    end)."""
+    """A heatmap cell of a configuration."""
 
-    mean: float | None
+    mean: float | None  # None: no completed run
     text: str
     failed: int
-    goodness: float | None
+    goodness: float | None  # where the mean lies on the colour range: 1 the best, 0 the far end
 
     @property
     def dark_text(self) -> bool:
@@ -53,14 +47,14 @@ class HeatCell:
 
     @property
     def colour(self) -> str:
-        """Its background in the page's table: viridis, the light end the best."""
+        """Its background in the page's table."""
         return to_hex(VIRIDIS(self.goodness or 0.0))
 
 
 @dataclass
 class Heatmap:
     """A metric over the first two swept keys: ``cells[i][j]`` for row value i and column
-    value j (None: no configuration), the colour range ``low``..``high`` and its caption."""
+    value j (None: no configuration)."""
 
     title: str
     key: str  # the report column it draws
@@ -84,18 +78,14 @@ def heatmap_cells(
     row_key, col_key = keys[0], (keys[1] if len(keys) > 1 else None)
     row_values = sorted({c.values[row_key] for c in configs}, key=natural_key)
     col_values = sorted({c.values[col_key] for c in configs}, key=natural_key) if col_key else [""]
-    cells: list[list[Configuration | None]] = [[None] * len(col_values) for _ in row_values]
+    shared: dict[tuple[int, int], list[Configuration]] = {}
     for config in configs:
         i = row_values.index(config.values[row_key])
         j = col_values.index(config.values[col_key]) if col_key else 0
-        current = cells[i][j]
-        if current is None or (
-            config.mean is not None
-            and (
-                current.mean is None or _better(config.mean, current.mean, config.higher_is_better)
-            )
-        ):
-            cells[i][j] = config
+        shared.setdefault((i, j), []).append(config)
+    cells: list[list[Configuration | None]] = [[None] * len(col_values) for _ in row_values]
+    for (i, j), group in shared.items():
+        cells[i][j] = best_configuration(group) or group[0]
     return row_values, col_values, cells
 
 
@@ -141,8 +131,7 @@ def heatmap(
 
 
 def draw_heatmap(heatmap: Heatmap, out_path: Path) -> Path:
-    """``heatmap`` as an image: each cell coloured by its mean with its text (a cell whose
-    runs all failed hatched), the colour bar, the caption under the title."""
+    """``heatmap`` as an image; a cell whose runs all failed hatched."""
     grid = [
         [math.nan if c is None or c.mean is None else c.mean for c in row] for row in heatmap.cells
     ]
@@ -167,13 +156,12 @@ def draw_heatmap(heatmap: Heatmap, out_path: Path) -> Path:
     # Wrapped to the figure's width: a one-column heatmap is narrower than its caption.
     caption = textwrap.fill(heatmap.caption, int(width * 11))
     ax.set_title(f"{heatmap.title}\n{caption}", fontsize=9)
-    return _save(fig, out_path, dpi=120)
+    return save_figure(fig, out_path, dpi=120)
 
 
 def mean_curve(config: Configuration) -> tuple[list[int], list[float], list[float], list[float]]:
-    """(steps, mean, low, high) of the validation loss at the steps every completed run of
-    ``config`` evaluated; low/high are the min and max over its runs."""
-    return _band(
+    """``band`` of the validation curves of ``config``'s completed runs."""
+    return band(
         [
             {point[0]: point[1] for point in r["val_curve"]}
             for r in config.completed
@@ -183,129 +171,17 @@ def mean_curve(config: Configuration) -> tuple[list[int], list[float], list[floa
 
 
 def plot_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
-    """Validation loss against step: one line per configuration (mean over its runs), the
-    band between its best and worst run."""
+    """Validation loss against step, one line and band per configuration."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    _plot_bands(ax, configs, mean_curve)
+    plot_bands(ax, configs, mean_curve)
     ax.set_xlabel("step")
     ax.set_ylabel("validation loss")
     ax.set_title("validation loss (mean over seeds; band: min to max)", fontsize=9)
     ax.legend(fontsize=7)
-    return _save(fig, out_path, dpi=120)
+    return save_figure(fig, out_path, dpi=120)
 
 
-def best_so_far(values: Sequence[float | None], maximize: bool = False) -> list[float | None]:
-    """The best value among each trial and those before it (None until the first value)."""
-    best: list[float | None] = []
-    for value in values:
-        previous = best[-1] if best else None
-        if value is None or previous is None:
-            best.append(previous if value is None else value)
-        else:
-            best.append(max(previous, value) if maximize else min(previous, value))
-    return best
-
-
-def plot_search_history(record: dict[str, Any], out_path: Path) -> Path:
-    """An Optuna search's history (its ``search.json``), one panel per objective: each
-    completed trial's value against its number, the best so far as a step line, the pruned
-    trials at their last reported validation loss and the failed ones as crosses on the
-    axis."""
-    objectives, directions = record["objectives"], record["directions"]
-    fig, axes = plt.subplots(1, len(objectives), figsize=(6 * len(objectives), 4), squeeze=False)
-    trials = sorted(record["trials"], key=lambda t: t["number"])
-    numbers = [t["number"] for t in trials]
-    for index, (ax, objective) in enumerate(zip(axes[0], objectives, strict=True)):
-        values = [t["values"][index] if t["state"] == "COMPLETE" else None for t in trials]
-        done = [n for n, v in zip(numbers, values, strict=True) if v is not None]
-        shown = [v for v in values if v is not None]
-        if done:
-            ax.plot(done, shown, "o", label="completed trial", color="tab:blue")
-        best = best_so_far(values, directions[index] == "maximize")
-        ax.step(numbers, best, where="post", label="best so far", color="tab:orange")
-        pruned = [t for t in trials if t["state"] == "PRUNED" and t["last_reported"] is not None]
-        if pruned:  # a pruner prunes searches of one objective
-            at = ([t["number"] for t in pruned], [t["last_reported"] for t in pruned])
-            ax.plot(*at, "x", color="tab:gray", label="pruned (last reported)")
-        failed = [t["number"] for t in trials if t["state"] == "FAIL"]
-        if failed:
-            floor = min(shown, default=0.0)
-            ax.plot(failed, [floor] * len(failed), "x", color="red", label="failed")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("trial")
-        ax.set_ylabel(f"{objective} ({directions[index]})")
-        ax.legend(fontsize=7)
-    fig.suptitle("search history", fontsize=9)
-    return _save(fig, out_path, dpi=120)
-
-
-def plot_head_maps(records: Sequence[dict[str, Any]], out_path: Path, title: str = "") -> Path:
-    """Layer x head heatmaps of delta_loss, importance and entropy of ``heads.json`` records
-    of one shape (each head's mean over them: a configuration's seeds), the uniform maximum in
-    the entropy's label, each head's value written in its cell."""
-    uniform = statistics.fmean(record["entropy_uniform"] for record in records)
-    panels = (
-        ("delta_loss", "loss with the head gated off - base"),
-        ("importance", "importance: mean |dL/dgate|"),
-        ("entropy", f"entropy, nats (uniform: {uniform:.2f})"),
-    )
-    num_layers, num_heads = records[0]["num_layers"], records[0]["num_heads"]
-    fig, axes = plt.subplots(
-        1, 3, figsize=(3 * max(3.0, 0.7 * num_heads + 1.5), max(2.5, 0.6 * num_layers + 1.5))
-    )
-    for ax, (name, label) in zip(axes, panels, strict=True):
-        means = [[0.0] * num_heads for _ in range(num_layers)]
-        # each head's rows, one per record (the records list their heads in one order)
-        for rows in zip(*(record["heads"] for record in records), strict=True):
-            means[rows[0]["layer"]][rows[0]["head"]] = statistics.fmean(row[name] for row in rows)
-        image = ax.imshow(means, cmap="viridis", aspect="auto")
-        for layer, row in enumerate(means):
-            for head, mean in enumerate(row):
-                text = f"{mean:.3g}"
-                ax.text(head, layer, text, ha="center", va="center", fontsize=7, color="white")
-        ax.set_xticks(range(num_heads))
-        ax.set_yticks(range(num_layers))
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        ax.set_title(label, fontsize=8)
-        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    return _save(fig, out_path, dpi=110)
-
-
-def plot_prune_curve(curve: Sequence[dict], out_path: Path, title: str = "") -> Path:
-    """Loss against the fraction of heads gated off (least important first)."""
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.plot([p["removed_fraction"] for p in curve], [p["loss"] for p in curve], marker="o")
-    _prune_axes(ax, title)
-    return _save(fig, out_path, dpi=110)
-
-
-def plot_prune_curves(configs: Sequence[Configuration], out_path: Path) -> Path:
-    """One prune curve per configuration (its runs with their ``heads.json`` as ``heads``) as
-    the loss over each run's own base loss (so the seeds' different losses do not hide what
-    pruning costs), the mean over its runs (seeds), the band between its lowest and highest
-    run."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    _plot_bands(
-        ax,
-        configs,
-        lambda config: _band([_over_base(r["heads"]["prune_curve"]) for r in config.completed]),
-        marker="o",
-    )
-    _prune_axes(ax, "prune curves (mean over seeds; band: min to max)")
-    ax.set_ylabel("loss - the run's loss with every head")
-    ax.legend(fontsize=7)
-    return _save(fig, out_path, dpi=120)
-
-
-def _over_base(curve: Sequence[dict]) -> dict[float, float]:
-    """A prune curve as removed fraction -> loss minus its first point's (nothing removed)."""
-    return {p["removed_fraction"]: p["loss"] - curve[0]["loss"] for p in curve}
-
-
-def _band(curves: Sequence[dict[Any, float]]) -> tuple[list, list[float], list[float], list[float]]:
+def band(curves: Sequence[dict[Any, float]]) -> tuple[list, list[float], list[float], list[float]]:
     """(x, mean, low, high) of ``curves`` (x -> y) at the x values every one of them has;
     low/high are the min and max over them."""
     if not curves:
@@ -320,16 +196,16 @@ def _band(curves: Sequence[dict[Any, float]]) -> tuple[list, list[float], list[f
     )
 
 
-def _plot_bands(
+def plot_bands(
     ax: plt.Axes,
     configs: Sequence[Configuration],
-    band: Callable[[Configuration], tuple[list, list[float], list[float], list[float]]],
+    curve: Callable[[Configuration], tuple[list, list[float], list[float], list[float]]],
     **style: Any,
 ) -> None:
-    """One line per configuration, the mean of its runs' curves (``band``: ``_band``'s), with
+    """One line per configuration, the mean of its runs' curves (``curve``: ``band``'s), with
     the band from the lowest to the highest where it has several runs."""
     for config in configs:
-        xs, mean, low, high = band(config)
+        xs, mean, low, high = curve(config)
         if not xs:
             continue
         (line,) = ax.plot(xs, mean, label=f"{config.label()} (n={config.n})", **style)
@@ -337,20 +213,9 @@ def _plot_bands(
             ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2)
 
 
-def _prune_axes(ax: plt.Axes, title: str) -> None:
-    ax.set_xlabel("fraction of heads gated off (least important first)")
-    ax.set_ylabel("loss")
-    if title:
-        ax.set_title(title, fontsize=9)
-
-
-def _save(fig: plt.Figure, out_path: Path, dpi: int) -> Path:
+def save_figure(fig: plt.Figure, out_path: Path, dpi: int) -> Path:
     """Write ``fig`` in the format ``out_path`` names and free it (a sweep draws many)."""
     fig.tight_layout()
     fig.savefig(out_path, dpi=dpi)
     plt.close(fig)
     return out_path
-
-
-def _better(value: float, other: float, higher_is_better: bool) -> bool:
-    return value > other if higher_is_better else value < other

@@ -1,10 +1,6 @@
-"""Records and tables: the JSON-lines records files (``eval.jsonl``), the error a damaged
-file tinylm wrote raises, warnings, and how tinylm prints numbers in tables. A run directory's
-own record (its status, metrics and curve) is ``analysis/run_record.py``'s.
-
-A records file gains lines and has some replaced; a line tinylm cannot read (cut short by a
-crash, edited by hand) is named in a warning and kept as it is, never in the way of a new
-record.
+"""Records and tables: the JSON-lines records files (``eval.jsonl``), warnings, and how tinylm
+prints numbers in tables. A line tinylm cannot read (cut short by a crash, edited by hand) is
+named in a warning and kept as it is, never in the way of a new record.
 """
 
 from __future__ import annotations

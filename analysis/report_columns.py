@@ -1,38 +1,22 @@
 """The columns of a report's table: every metric recorded for a sweep's runs (or one run),
-each a value per run, read from the files the commands wrote.
-
-- each run's record: the metric the runs are ranked by (``Ranking``: the best validation loss, a
-  fine-tune's test metric), bpb, and the time to ``summary.target_loss``
-  (``analysis/time_to_target.py``);
-- ``eval.jsonl`` (the sweep's, each run's and each run's ``checkpoints/``): held-out text (loss,
-  bpb), minimal pairs (accuracy overall and per paradigm), harness tasks, fine-tunes (the task
-  metric per task and init);
-- ``checkpoints/heads.json``: the heads per layer that carry 90% of the importance, the loss
-  with half the heads gated off.
-
-A record belongs to the run whose directory holds its checkpoint; of two records for one run
-and column, the later one counts (a file read later, or a later line). Each column is then
-grouped by configuration over seeds exactly as the summary groups the best validation loss
-(``analysis/summary.py``): mean ± std, the best, and the 2 SE and Holm verdicts against it.
+each a value per run, read from the runs' records and their ``eval.jsonl`` files. A record
+belongs to the run whose directory holds its checkpoint; of two records for one run and column,
+the later one counts (a file read later, or a later line). Each column is then grouped by
+configuration over seeds exactly as the summary groups the best validation loss.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
-from analysis.records import RESULTS_FILE, read_records, warn
+from analysis.records import RESULTS_FILE, read_records
 from analysis.run_record import Status, has_record
 from analysis.summary import MEANS, Configuration, configuration_rows, group_runs
 from analysis.time_to_target import first_reached
 
-HEADS_FILE = "heads.json"
-# The share of a layer's importance whose heads count as the ones that matter (mode=heads).
-IMPORTANCE_SHARE = 0.9
 # A pretraining run's results, as runs.csv lists them.
 _RUN_COLUMNS = ("params", "best_val_loss", "val_ppl", "val_acc", "tokens_per_sec", "status")
 # A fine-tune's: the test split's metrics, its best validation loss, its speed.
@@ -48,8 +32,7 @@ _FINETUNE_MEANS = (
 @dataclass(frozen=True)
 class Ranking:
     """What a sweep's configurations are compared by: pretraining runs by their best
-    validation loss (lowest best), fine-tunes by their task's metric on the test split
-    (highest best), as their records name it."""
+    validation loss, fine-tunes by their task's metric on the test split (highest best)."""
 
     metric: str = "best_val_loss"
     higher_is_better: bool = False
@@ -70,8 +53,8 @@ def ranking(runs: Sequence[dict[str, Any]]) -> Ranking:
 
 @dataclass
 class Column:
-    """One metric: its title, its value per run name, and which way is better (None: a
-    description, such as a head count, with no best and no verdicts)."""
+    """One metric: its value per run name, and which way is better (None: a description, such
+    as a head count, with no best and no verdicts)."""
 
     key: str
     title: str
@@ -103,8 +86,8 @@ def run_columns(
     target_loss: float | None,
     records: Sequence[tuple[str, dict[str, Any]]],
 ) -> list[Column]:
-    """Every column with at least one value for ``runs`` (``with_heads``' runs, their
-    ``records`` ``run_records``'), the first the metric they are ranked by."""
+    """Every column with at least one value for ``runs`` (their ``records``:
+    ``run_records``'), the first the metric they are ranked by."""
     columns: dict[str, Column] = {}
 
     def put(key: str, title: str, group: str, higher: bool | None, run: str, value: Any) -> None:
@@ -119,30 +102,21 @@ def run_columns(
         put(metric, metric, "training", ranked.higher_is_better, name, run.get(metric))
         if not ranked.fine_tunes:
             put("val_bpb", "val_bpb", "training", False, name, run.get("val_bpb"))
-        reached = first_reached(run, target_loss) if target_loss is not None else None
-        for unit in ("steps", "seconds"):
-            title = f"{unit} to loss {target_loss:g}" if target_loss is not None else ""
-            put(
-                f"{unit}_to_target", title, "time to target", False, name, (reached or {}).get(unit)
-            )
+        if target_loss is not None:
+            reached = first_reached(run, target_loss) or {}
+            for unit in ("steps", "seconds"):
+                title = f"{unit} to loss {target_loss:g}"
+                put(f"{unit}_to_target", title, "time to target", False, name, reached.get(unit))
     for name, record in records:
         for key, title, group, higher, value in _record_columns(record):
             put(key, title, group, higher, name, value)
-    for run in runs:
-        heads = run.get("heads")
-        if heads is not None:
-            share = f"heads for {IMPORTANCE_SHARE:.0%} of importance"
-            put("heads_90", share, "heads", None, run["run"], fmean(heads["heads_for_90"]))
-            half = heads.get("pruned_half_loss")
-            put("pruned_half_loss", "loss, half the heads pruned", "heads", False, run["run"], half)
     return list(columns.values())
 
 
 def column_cells(
     column: Column, runs: Sequence[dict[str, Any]], keys: Sequence[str]
 ) -> tuple[list[Configuration], list[Cell]]:
-    """``column`` grouped by configuration over ``keys`` (seeds as replicates): the
-    configurations, in the summary's order, and a cell for each."""
+    """``column`` grouped by configuration over ``keys``: the configurations and their cells."""
     valued = [{**run, column.key: column.values.get(run["run"])} for run in runs]
     higher = bool(column.higher_is_better)
     configs = group_runs(valued, keys, metric=column.key, higher_is_better=higher)
@@ -164,12 +138,11 @@ def column_cells(
 
 def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(run name, record) for every record of the runs' checkpoints, in the order they count:
-    the sweep's eval.jsonl, then each run's, then each run's checkpoints/ (``root``: the
-    sweep directory, or the run directory of a single run)."""
-    run_dirs = _run_dirs(root, runs)
-    owners = {run_dir.resolve(): name for name, run_dir in run_dirs.items()}
+    the sweep's eval.jsonl, then each run's, then each run's checkpoints/."""
+    dirs = run_dirs(root, runs)
+    owners = {run_dir.resolve(): name for name, run_dir in dirs.items()}
     files = [root / RESULTS_FILE]
-    for run_dir in run_dirs.values():
+    for run_dir in dirs.values():
         files += [run_dir / RESULTS_FILE, run_dir / "checkpoints" / RESULTS_FILE]
     found = []
     for path in dict.fromkeys(files):
@@ -180,16 +153,10 @@ def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, d
     return found
 
 
-def with_heads(root: Path, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``runs``, each with its ``heads.json`` (mode=heads' analysis of its checkpoint) as
-    ``heads`` when it has one."""
-    run_dirs = _run_dirs(root, runs)
-    found = [(run, _heads_record(run_dirs[run["run"]])) for run in runs]
-    return [run if heads is None else {**run, "heads": heads} for run, heads in found]
-
-
-def _run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
-    if len(runs) == 1 and has_record(root):  # a run directory's own page
+def run_dirs(root: Path, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
+    """Each run's directory: below the sweep directory ``root``, or ``root`` itself for a run
+    directory's own report."""
+    if len(runs) == 1 and has_record(root):
         return {runs[0]["run"]: root}
     return {run["run"]: root / run["run"] for run in runs}
 
@@ -217,14 +184,9 @@ def _record_columns(record: dict[str, Any]) -> list[tuple[str, str, str, bool, A
         return [(f"pairs:{title}", title, "pair accuracy", True, record.get("pair_acc"))]
     if kind is None and "loss" in record:
         name = f"{record.get('data')} {record.get('split')}{variant}"
+        group = "held-out evaluation"
         return [
-            (
-                f"eval:{name}:{metric}",
-                f"{name} {metric}",
-                "held-out evaluation",
-                False,
-                record.get(metric),
-            )
+            (f"eval:{name}:{metric}", f"{name} {metric}", group, False, record.get(metric))
             for metric in ("loss", "bpb")
         ]
     return []
@@ -238,15 +200,3 @@ def _variant(record: dict[str, Any]) -> str:
     if record.get("heads_pruned"):
         parts.append(f"{len(record['heads_pruned'])} heads off")
     return f" [{', '.join(parts)}]" if parts else ""
-
-
-def _heads_record(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / "checkpoints" / HEADS_FILE
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        warn(f"{path} is not a mode=heads record ({err}); the report leaves it out")
-        return None
-    return record if isinstance(record, dict) and "heads_for_90" in record else None

@@ -1,17 +1,8 @@
 """``report.html``: every number recorded for a sweep (or one run) on one page that a browser
-opens from disk, with its figures and what produced it: one rendering of its report
-(``analysis/report.py``).
-
-The page holds a header (what was swept, the runs by status, the compute spent, the
-provenance: ``common/provenance.py``), one table with a row per configuration and a column
-per metric (``analysis/report_columns.py``: each cell the mean ± std over seeds, the best
-marked, the 2 SE and Holm verdicts against it; sortable by any column), the figures (SVG;
-the heatmap of any judged column as a coloured table of text, chosen in a list), the failed
-runs with their errors and every run's settings with links to its files. A run directory's
-page is the same for its one run, with its records and its closing sample. The page is a
-Jinja2 template with autoescaping, so every string that comes from a run (errors, labels,
-file names, swept values) is shown as text; its images are data URIs and its only script
-sorts the table and picks a heatmap.
+opens from disk: one rendering of its report (``analysis/report.py``). A Jinja2 template with
+autoescaping, so every string that comes from a run (errors, labels, file names, swept values)
+is shown as text; its images are data URIs and its only script sorts the table and picks a
+heatmap.
 """
 
 from __future__ import annotations
@@ -20,12 +11,14 @@ import base64
 import functools
 import json
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from analysis.records import RESULTS_FILE
 from analysis.report import Report, build_report
 from analysis.run_record import Status, record_path
 from common.files import write_text_atomically
@@ -38,8 +31,7 @@ COMPUTE = ("steps", "tokens", "flops", "seconds")
 
 
 def write_report(path: Path, target_loss: float | None = None) -> Path | None:
-    """``report.html`` in ``path``, a sweep directory or a run directory (None when it holds
-    no run), with the time to ``target_loss`` (None: the sweep's own summary.target_loss)."""
+    """``report.html`` of ``build_report(path, target_loss)``; None when it holds no run."""
     report = build_report(path, target_loss)
     return None if report is None else write_page(report)
 
@@ -51,7 +43,7 @@ def write_page(report: Report) -> Path:
 
 
 def page_context(report: Report) -> dict[str, Any]:
-    """What the template shows (see the module docstring)."""
+    """What the template shows."""
     runs, single = report.runs, report.single
     return {
         "title": f"{'Run' if single else 'Sweep'} {report.root}",
@@ -69,7 +61,7 @@ def page_context(report: Report) -> dict[str, Any]:
         "heatmaps": report.heatmaps,
         "figures": [(f.title, svg_uri(f.draw)) for f in report.figures if f.on_page],
         "failed": [r for r in runs if r.get("status") == Status.FAILED],
-        "runs": [_run_entry(r, single) for r in runs],
+        "runs": [_run_entry(r, single, report.run_files) for r in runs],
         "records": report.records if single else [],
         "sample": runs[0].get("sample") if single else None,
         "target_loss": report.target_loss,
@@ -85,8 +77,7 @@ def svg_uri(draw: Callable[[Path], Path]) -> str:
 
 @functools.cache
 def _template() -> jinja2.Template:
-    """The page's template, compiled once a process (every eval or finetune record rewrites
-    the page)."""
+    """Compiled once a process: every eval or finetune record rewrites the page."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,  # every string from a run is text, never markup
@@ -107,49 +98,42 @@ def number(value: float | None) -> str:
 
 def _statuses(runs: Sequence[dict[str, Any]]) -> dict[str, int]:
     counts = dict.fromkeys(STATUSES, 0)
-    for run in runs:
-        status = str(run.get("status", "unknown"))
-        counts[status] = counts.get(status, 0) + 1
+    counts.update(Counter(str(run.get("status", "unknown")) for run in runs))
     return counts
 
 
 def _compute(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     """The steps, tokens, FLOPs and seconds the runs' training consumed (what they recorded)."""
-    total = dict.fromkeys(COMPUTE, 0.0)
-    for run in runs:
-        consumed = run.get("consumed") or {}
-        for unit in COMPUTE:
-            value = consumed.get(unit)
-            if isinstance(value, int | float):
-                total[unit] += value
-    return total
+    consumed = [run.get("consumed") or {} for run in runs]
+    return {
+        unit: sum(c[unit] for c in consumed if isinstance(c.get(unit), int | float))
+        for unit in COMPUTE
+    }
 
 
 def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each distinct provenance of the runs, with the runs that recorded it."""
     found: dict[str, dict[str, Any]] = {}
     for run in runs:
-        recorded = run.get("provenance")
+        recorded = run.get("provenance") or {}
         entry = {
             "code": code_label(recorded) if recorded else "no provenance recorded",
-            "versions": ", ".join(
-                f"{k} {v}" for k, v in ((recorded or {}).get("versions") or {}).items()
-            ),
-            "device": (recorded or {}).get("device", ""),
-            "precision": (recorded or {}).get("precision", ""),
+            "versions": ", ".join(f"{k} {v}" for k, v in (recorded.get("versions") or {}).items()),
+            "device": recorded.get("device", ""),
+            "precision": recorded.get("precision", ""),
         }
         key = json.dumps(entry, sort_keys=True)
-        found.setdefault(key, {**entry, "runs": [], "command": (recorded or {}).get("command")})
+        found.setdefault(key, {**entry, "runs": [], "command": recorded.get("command")})
         found[key]["runs"].append(run["run"])
     return list(found.values())
 
 
-def _run_entry(run: dict[str, Any], single: bool) -> dict[str, Any]:
+def _run_entry(run: dict[str, Any], single: bool, extra: Sequence[str]) -> dict[str, Any]:
     """A run's row in the runs table: its settings and the relative links to its files."""
     prefix = "" if single else f"{run['run']}/"
-    files = [record_path().name, "checkpoints/", "eval.jsonl", "checkpoints/heads.json"]
+    files = [record_path().name, "checkpoints/", RESULTS_FILE, *extra]
     if not single:
-        files.insert(0, "report.html")
+        files.insert(0, REPORT_FILE)
     return {
         "name": run["run"],
         "status": run.get("status", "unknown"),
@@ -159,5 +143,4 @@ def _run_entry(run: dict[str, Any], single: bool) -> dict[str, Any]:
         "classes": [str(name) for name in run.get("label_names") or []],
         "settings": json.dumps(run.get("config", {}), indent=1, default=str),
         "links": [(name, prefix + name) for name in files],
-        "error": run.get("error"),
     }

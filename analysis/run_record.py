@@ -1,22 +1,11 @@
-"""The run record: what a run directory's ``metrics.json`` says about its run, and the one
-module that names, writes and reads that file (every other module goes through the functions
-here; ``tests/analysis/test_run_record.py`` checks that no other product module names it).
+"""The run record: what a run directory's ``metrics.json`` says about its run; the one module
+that names, writes and reads that file (``tests/analysis/test_run_record.py`` checks it).
 
-A record is a JSON object. Its ``status`` is a ``Status``; what else it holds depends on how far
-the run got (``RunRecord`` lists every field, in the order a record has them):
-
-- running: a sweep job started (``overrides``), so that a job killed before its first
-  checkpoint is still recognised when the sweep is re-run;
-- completed (or pruned, by an Optuna search's pruner): the metrics, the validation curve,
-  what it consumed, when and how it ran, its best checkpoint, ``overrides``, ``config`` and
-  ``provenance`` (a fine-tune's: its task, its val_/test_ metrics and their confusions);
-- interrupted: the step and the checkpoint to resume from (``modes/fitting.py``);
-- failed: the error (a sweep job, ``train.py``; a trial whose process stopped, the Optuna
-  search; a damaged file, read by ``read_run``).
-
-Fields were added over time: readers ``.get`` them, so that a record of an older tinylm reads
-as it is. Sweep summaries, reports, the fine-tuning sweep, the head analysis and the Optuna
-search read records through ``read_record``, ``read_run`` and ``collect_runs``.
+What a record holds besides its ``Status`` depends on how far the run got: a sweep job that
+started, its ``overrides`` (so that a job killed before its first checkpoint is recognised when
+the sweep is re-run); a completed or pruned run, its metrics, curve, consumed compute,
+settings and provenance; an interrupted one, the checkpoint it resumes from; a failed one, its
+error. Fields were added over time: readers ``.get`` them, so an older record reads as it is.
 """
 
 from __future__ import annotations

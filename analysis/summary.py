@@ -1,14 +1,10 @@
 """Runs grouped by configuration, with seeds as replicates: the statistics and their table.
 
-Runs that differ only in ``seed`` are one configuration: its ``best_val_loss`` is reported as
-mean ± sample standard deviation over its completed runs, and each configuration is compared
-with the best one (the lowest loss; the highest mean where higher is better, as for a harness
-task's accuracy): a difference counts when it exceeds two standard errors of the difference
-(``sqrt(se_a² + se_b²)``, ``se = std / sqrt(n)``), and Welch's t-test gives its p-value, with
-Holm's correction across all the comparisons of the table (``analysis/significance.py``). With
-one run per configuration no spread is known and no difference is judged. The sweep summary
-(``analysis/sweep_summary.py``) and ``mode=eval`` over a sweep both group runs this way, so this
-module needs the standard library and scipy's t-test only; the figures are ``analysis/plots.py``'s.
+A configuration's metric is the mean ± sample standard deviation over its completed runs; each
+is compared with the best (lowest, or highest where higher is better): a difference counts when
+it exceeds two standard errors of the difference, and Welch's t-test gives its p-value, with
+Holm's correction across the table (``analysis/significance.py``). Standard library and scipy
+only: ``mode=eval`` over a sweep groups runs without loading matplotlib.
 """
 
 from __future__ import annotations
@@ -84,11 +80,7 @@ def swept_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Override keys whose value differs between runs, in the order the user typed them. A
     run without recorded overrides (its record was damaged) sets no key apart."""
     recorded = [run["overrides"] for run in runs if "overrides" in run]
-    keys: list[str] = []
-    for overrides in recorded:
-        for key in overrides:
-            if key not in keys:
-                keys.append(key)
+    keys = dict.fromkeys(key for overrides in recorded for key in overrides)
     return [k for k in keys if len({str(o.get(k)) for o in recorded}) > 1]
 
 
@@ -143,10 +135,9 @@ def mean_pm_std(config: Configuration) -> str:
 def configuration_rows(
     configs: Sequence[Configuration], means: Sequence[str] = MEANS
 ) -> list[dict[str, Any]]:
-    """One row per configuration: its key values, n, failed runs, the loss as mean and std,
-    its difference from the best configuration, whether that exceeds the noise (2 SE), the
-    Welch p-value of that difference and its Holm-adjusted value and verdict at ALPHA (over
-    every configuration compared with the best), and the means of the ``means`` metrics."""
+    """One row per configuration: its key values, n, failed runs, the metric's mean and std,
+    its difference from the best, the 2 SE verdict, Welch's p-value and Holm's adjusted value
+    and verdict at ALPHA, and the means of the ``means`` metrics."""
     best = best_configuration(configs)
     p_values = [
         welch_p_value(config.losses, best.losses) if best and config is not best else None
@@ -179,9 +170,7 @@ def configuration_rows(
 def configuration_table(
     configs: Sequence[Configuration], rows: Sequence[dict[str, Any]], extra: Sequence[str] = ()
 ) -> str:
-    """The markdown table of ``configuration_rows``: the metric as mean ± std, its verdicts
-    against the best configuration (2 SE; Welch's p and Holm's verdict), then the ``extra``
-    columns."""
+    """The markdown table of ``configuration_rows``, then the ``extra`` columns."""
     keys = list(configs[0].values) if configs else []
     metric = configs[0].metric if configs else "best_val_loss"
     columns = [*keys, "n", "failed", metric, "vs_best", "p_welch", "holm", *extra]
@@ -217,8 +206,7 @@ def by_configuration(
     higher_is_better: bool = False,
 ) -> str:
     """The evaluated ``metric`` (with the means of ``others``) of a sweep's runs grouped as
-    the sweep summary groups them (by every swept key but the seed), as a
-    markdown table."""
+    the sweep summary groups them, as a markdown table."""
     runs, provenances = [], {}
     for row in rows:
         run_dir = Path(row["checkpoint"]).parent.parent

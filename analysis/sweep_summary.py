@@ -1,27 +1,19 @@
-"""The summary files of a sweep directory: one rendering of its report (``analysis/report.py``),
-written at the end of every multirun and by ``mode=heads`` over it.
-
-Writes ``summary.md`` (configurations, then runs), ``summary.csv`` (configurations),
-``runs.csv`` (runs) and the report's figures that have a file: ``heatmap_val_loss.png``,
-``curves_val_loss.png``, an Optuna search's ``optuna_history.png`` (with its section from
-``search.json``: ``analysis/search_summary.py``) and, after ``mode=heads``, ``prune_curves.png``
-with a ``## Heads`` section.
+"""The summary files of a sweep directory, one rendering of its report (``analysis/report.py``):
+``summary.md`` (configurations, then runs), ``summary.csv`` (configurations), ``runs.csv``
+(runs) and the report's figures that have a file.
 """
 
 from __future__ import annotations
 
 import csv
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from analysis.records import format_value, markdown_table
 from analysis.report import Report, build_report
-from analysis.report_columns import IMPORTANCE_SHARE
-from analysis.search_summary import best_sentence, search_section, trial_sentence
 from analysis.significance import ALPHA
-from analysis.summary import configuration_rows, configuration_table
+from analysis.summary import configuration_table
 from analysis.time_to_target import UNITS, target_section
 from common.files import write_text_atomically
 
@@ -36,9 +28,7 @@ _TARGET_COLUMNS = (
 
 
 def write_sweep_summary(sweep_dir: Path, target_loss: float | None = None) -> list[Path]:
-    """The summary files of ``sweep_dir`` (see the module docstring), with the time to
-    ``target_loss`` (None: the sweep's own summary.target_loss); the paths written (none when
-    it holds no run)."""
+    """The summary files of ``build_report(sweep_dir, target_loss)``; the paths written."""
     report = build_report(sweep_dir, target_loss)
     return [] if report is None else write_summary_files(report)
 
@@ -72,10 +62,6 @@ def write_summary_files(report: Report) -> list[Path]:
         _write_csv(root / "runs.csv", run_columns, run_rows),
     ]
     explanation = _explanation(report)
-    if report.search_record:
-        explanation += " " + best_sentence(report.search_record)
-    elif report.search:  # a search that wrote no search.json: an earlier tinylm's
-        explanation += " " + _best_trial(report.search, report.runs)
     if report.mixed:
         explanation += f"\n\nProvenance: {report.mixed}"
     sections = [
@@ -84,39 +70,12 @@ def write_summary_files(report: Report) -> list[Path]:
     ]
     if report.target_loss is not None:
         sections.append(target_section(report.configs, report.rows, report.target_loss))
-    if report.search_record is not None:
-        sections.append(search_section(report.search_record))
+    sections += report.sections
     sections.append("## Runs\n\n" + markdown_table(run_columns, run_rows))
-    if report.heads:
-        sections.append(heads_section(report))
+    sections += report.appendix
     written.append(write_text_atomically(root / "summary.md", "\n".join(sections)))
     written += [figure.draw(root / figure.file) for figure in report.figures if figure.file]
     return written
-
-
-def heads_section(report: Report) -> str:
-    """The ``## Heads`` section: the head analyses grouped by configuration over seeds."""
-    configs = report.heads
-    rows = configuration_rows(configs, means=())
-    for config, row in zip(configs, rows, strict=True):
-        counts = [statistics.fmean(r["heads"]["heads_for_90"]) for r in config.completed]
-        row["heads_90"] = (
-            f"{statistics.fmean(counts):.2f} ± {statistics.stdev(counts):.2f}"
-            if len(counts) > 1
-            else ", ".join(f"{c:.2f}" for c in counts)
-        )
-        row["of_heads"] = config.completed[0]["heads"]["num_heads"] if counts else None
-    analysed = sum(len(config.completed) for config in configs)
-    return (
-        "## Heads\n\n"
-        f"`mode=heads` on each completed job ({analysed}), on its validation data: "
-        f"`heads_90` is the number of heads per layer that carry {IMPORTANCE_SHARE:.0%} of "
-        "the layer's importance (mean over layers, then mean ± std over seeds) of `of_heads`; "
-        "`pruned_half_loss` the loss with the least important half of the heads gated off "
-        "(mean ± std over seeds; against the best by 2 standard errors, Welch and Holm as "
-        "above). Prune curves: `prune_curves.png`.\n\n"
-        + configuration_table(configs, rows, extra=("heads_90", "of_heads"))
-    )
 
 
 def _explanation(report: Report) -> str:
@@ -132,11 +91,8 @@ def _explanation(report: Report) -> str:
         f"<= {ALPHA} (the family-wise error rate). The best is "
         "chosen from the same runs, so its lead is optimistic: confirm it with new seeds."
     )
-    if report.search is not None:
-        text += (
-            " An Optuna search runs each trial once (the run's number is the trial's): no "
-            "spread is known and differences are not judged."
-        )
+    if report.sampled:
+        text += f" {report.sampled}"
     elif min(c.n for c in configs) < 2:
         text += (
             " Configurations with fewer than 2 completed runs have no known spread and their "
@@ -145,21 +101,7 @@ def _explanation(report: Report) -> str:
     beyond = [c.label() for c, row in zip(configs, rows, strict=True) if row["exceeds_2se"]]
     if beyond:
         text += f" Worse than the best beyond noise: {'; '.join(beyond)}."
-    return text
-
-
-def _best_trial(result: dict[str, Any], runs: Sequence[dict[str, Any]]) -> str:
-    """The sentence naming the search's best trial and its run."""
-    params = result.get("best_params") or {}
-    found = [
-        run["run"]
-        for run in runs
-        if run.get("best_val_loss") == result.get("best_value")
-        and all(str(run.get("overrides", {}).get(k)) == str(v) for k, v in params.items())
-    ]
-    run = f"run {found[0]}" if found else "a run no longer here"
-    value = result.get("best_value")
-    return trial_sentence(run, params, "best_val_loss", value, "optimization_results.yaml")
+    return text + "".join(f" {note}" for note in report.notes)
 
 
 def _comparisons(rows: Sequence[dict[str, Any]]) -> str:
@@ -175,7 +117,5 @@ def _write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(
-            {c: "" if row.get(c) is None else row.get(c) for c in columns} for row in rows
-        )
+        writer.writerows(rows)  # None and a missing column are written as ""
     return path

@@ -1,11 +1,7 @@
 """Time to a target loss (``summary.target_loss``): when each run's validation loss first
-reached it, in steps, tokens, FLOPs and seconds, and per configuration over its seeds.
-
-Read from each run's recorded validation curve (its record's ``val_curve``: [step, loss,
-tokens, seconds] at every validation; runs recorded before tokens and seconds were have
-[step, loss], and report steps only). Validations are every ``trainer.val_check_interval``
-steps, so the time is known to that resolution: the first validation at or below the target.
-A run that never reached it counts as not reached, never as its full length.
+reached it, in steps, tokens, FLOPs and seconds, and per configuration over its seeds. Read from
+the record's ``val_curve``, so known to the validation interval; a run that never reached it
+counts as not reached, never as its full length.
 """
 
 from __future__ import annotations

@@ -51,6 +51,10 @@ class Feature:
     moved_keys: keys of the core's groups that this feature took over (``eval.KEY``) -> what
         replaces them, named when a command still gives one (``conf/command_line.py``); with
         the feature deleted they are plain unknown keys.
+    report: ``(report) -> None``, called by ``analysis.report.build_report`` on the report of
+        a sweep or run directory before its tables and figures are drawn: adds the feature's
+        columns, summary sections and sentences, figures and run files, read from the files
+        its commands wrote (the fields of ``analysis.report.Report``).
     """
 
     name: str
@@ -67,6 +71,7 @@ class Feature:
     training_callbacks: str | None = None
     list_keys: tuple[str, ...] = ()
     moved_keys: Mapping[str, str] = field(default_factory=dict)
+    report: str | None = None
 
 
 @functools.cache

@@ -312,17 +312,6 @@ def test_mode_report_rebuilds_a_page_and_names_a_bad_target(sweep: Path, tmp_pat
         run(compose_config("mode=report", f"ckpt_path={tmp_path / 'empty'}", "output_dir=unused"))
 
 
-def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
-    sweeper = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
-    (tmp_path / "multirun.yaml").write_text(f"hydra:\n  sweeper:\n    _target_: {sweeper}\n")
-    for trial, (lr, loss) in enumerate([("0.001", 5.0), ("0.003", 4.5), ("0.01", None)]):
-        status = {"status": "completed", "best_val_loss": loss} if loss else {"status": "failed"}
-        write_record(tmp_path / str(trial), {**status, "overrides": {"optim.lr": lr}})
-    html = write_report(tmp_path).read_text()
-    assert "search history" in html and 'id="heatmap-choice"' not in html
-    assert "2 completed" in html and "1 failed" in html
-
-
 def test_the_heatmap_is_one_object_the_summary_draws_and_the_page_shows(tmp_path: Path) -> None:
     """Heads 1 is worse than heads 2 beyond two standard errors; both of heads 4 failed."""
     runs = [("1", 2.30), ("1", 2.32), ("2", 2.00), ("2", 2.02), ("4", None), ("4", None)]

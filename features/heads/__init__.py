@@ -13,4 +13,5 @@ FEATURE = Feature(
     scoring="features.heads.pruning:gate_heads",
     eval_fields=("heads_prune", "heads_pruned"),
     training_callbacks="features.heads.during_training:callbacks",
+    report="features.heads.report:add_heads",
 )

@@ -1,17 +1,7 @@
-"""``mode=heads``: what each attention head of a checkpoint does, or of every job of a sweep.
-
-Scored on the data ``mode=eval`` scores (``modes/scoring.py``: the run's own split, or the
-text the command line names), per head (``statistics.py``): the loss with the head gated
-off against the loss with all (``delta_loss``, with its paired standard error over batches),
-its importance (mean |dL/dgate|, Michel et al. 2019), its attention entropy (with the uniform
-maximum beside it) and the attention it gives the previous, first and own token; then the
-prune curve (the least important heads gated off first, a layer never emptied, the loss at
-each tenth). ``heads.json`` and the figures ``heads.png`` and ``prune_curve.png`` go beside
-the checkpoint. Over a sweep directory every completed job is analysed, then grouped by
-configuration over seeds as the sweep summary groups them: the heads per layer that carry 90%
-of the importance, the loss after pruning half the heads, the prune curves with a band over
-seeds (``prune_curves.png``), in a section of the sweep's ``summary.md``, which is written
-again from the records (``analysis/sweep_summary.py``).
+"""``mode=heads``: what each attention head of a checkpoint does (``statistics.py``), on the data
+``mode=eval`` scores; ``heads.json``, ``heads.png`` and ``prune_curve.png`` beside the
+checkpoint. Over a sweep directory every completed job is analysed and the sweep's summary is
+written again, with its ``## Heads`` section (``report.py``).
 """
 
 from __future__ import annotations
@@ -23,15 +13,21 @@ from typing import Any
 
 import torch
 
-from analysis.plots import plot_head_maps, plot_prune_curve
 from analysis.records import format_value, markdown_table
 from analysis.report import build_report
-from analysis.report_columns import IMPORTANCE_SHARE
 from analysis.run_record import Status, read_run, record_path
-from analysis.sweep_summary import heads_section, write_summary_files
+from analysis.sweep_summary import write_summary_files
 from common.files import write_text_atomically
 from common.provenance import provenance
 from conf.schema import Settings
+from features.heads.report import (
+    IMPORTANCE_SHARE,
+    RESULTS_FILE,
+    grouped_heads,
+    heads_section,
+    plot_head_maps,
+    plot_prune_curve,
+)
 from features.heads.statistics import (
     HeadStats,
     head_stats,
@@ -44,7 +40,6 @@ from modes.report import refresh
 from modes.scoring import FLOAT32, record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 
-RESULTS_FILE = "heads.json"
 # The point of the prune curve a sweep compares: half the heads gated off.
 HALF = 0.5
 COLUMNS = ("layer", "head", *HeadStats.PER_HEAD)
@@ -63,7 +58,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     report = build_report(target)
     assert report is not None, "the analysed jobs are runs of the sweep"
     written = write_summary_files(report)
-    print(heads_section(report))
+    print(heads_section(grouped_heads(report)))
     print(f"wrote {', '.join(str(path) for path in written)}")
     refresh(target, report=report)
     return {"results": records, "summary_md": str(target / "summary.md")}
@@ -110,8 +105,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         **record_head(ckpt, checkpoint, text),
         "num_layers": len(stats.importance),
         "num_heads": len(stats.importance[0]),
-        **{k: v for k, v in stats.to_dict().items() if k in ("base_loss", "tokens", "batches")},
-        "entropy_uniform": stats.entropy_uniform,
+        **{k: getattr(stats, k) for k in ("base_loss", "tokens", "batches", "entropy_uniform")},
         "heads_for_90": heads_for_share(stats.importance, IMPORTANCE_SHARE),
         "pruned_half_loss": next(p["loss"] for p in curve if len(p["removed"]) == half),
         "heads": stats.rows(),
@@ -119,7 +113,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         "provenance": provenance(FLOAT32, settings.trainer.accelerator),
     }
     out = ckpt.parent / RESULTS_FILE
-    write_text_atomically(out, json_text(record))
+    write_text_atomically(out, json.dumps(record, indent=1) + "\n")
     title = f"{arch} step {record['step']}, {text.data} ({text.label})"
     plot_head_maps([record], ckpt.parent / "heads.png", title)
     plot_prune_curve(curve, ckpt.parent / "prune_curve.png", title)
@@ -127,10 +121,6 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     print(f"wrote {out}, {ckpt.parent / 'heads.png'}, {ckpt.parent / 'prune_curve.png'}")
     refresh(ckpt)  # its run's page shows the heads
     return record
-
-
-def json_text(record: dict[str, Any]) -> str:
-    return json.dumps(record, indent=1) + "\n"
 
 
 def head_table(record: dict[str, Any]) -> str:

@@ -19,13 +19,10 @@ READERS = {
 class HeadsConfig:
     """The ``heads`` group: the head analysis's settings beyond ``mode=heads``'s own.
 
-    log_every (``mode=train`` and ``mode=finetune``): every N optimiser steps, log each
-    head's attention entropy and importance on a fixed validation batch (``during_training.py``;
-    None: off).
-    prune (``mode=eval`` only): gate heads off before scoring, either a fraction of all
-    heads in [0, 1] (the least important on the data scored first, never a layer's last
-    head, as on ``mode=heads``'s prune curve) or heads named ``LAYER:HEAD`` (both from 0; a
-    list ``[0:1,1:3]`` or one string ``0:1,1:3``). None scores every head.
+    log_every: every N optimiser steps, log each head's entropy and importance (None: off).
+    prune: gate heads off before scoring, a fraction of all heads in [0, 1] (the least
+    important first, never a layer's last head) or heads named ``LAYER:HEAD`` (a list
+    ``[0:1,1:3]`` or one string ``0:1,1:3``); None scores every head.
     """
 
     log_every: int | None = None

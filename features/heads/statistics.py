@@ -1,19 +1,14 @@
-"""What each attention head does: ablation, importance, entropy, attention shares, pruning.
+"""What each attention head does, on a network in eval mode and its batches, with the head gate
+of ``models.attention`` (``head_mask`` [L, H]):
 
-Everything runs on a network (``Encoder`` or ``Decoder``, eval mode) and its batches, with the
-head gate of ``models.attention`` (``head_mask`` [L, H]):
-
-- ``delta_loss``: the loss with one head gated to 0 minus the loss with every head, over the
-  same batches; its standard error is that of a token-weighted mean of the per-batch
-  differences (paired: the batches' own difficulty cancels).
-- ``importance``: Michel, Levy and Neubig (2019), the mean over batches of |dL/d gate_h| at a
-  gate of ones (one backward pass per batch, token-weighted).
-- ``entropy``: the mean over queries of each head's attention entropy (nats); a head that
-  attends uniformly to every key it may see has ``entropy_uniform``, the mean of log(keys).
-- ``previous``/``first``/``self_share``: the mean attention a query gives the token before
-  it, the first token and itself (previous-token, sink and self heads).
-- the prune curve: heads gated off in order of importance (least first), a layer never
-  emptied, the loss recomputed at each tenth of the heads removed.
+- ``delta_loss``: the loss with one head gated off minus the loss with every head; its standard
+  error is that of the token-weighted mean of the per-batch differences (paired).
+- ``importance``: Michel, Levy and Neubig (2019), the mean |dL/d gate_h| at a gate of ones.
+- ``entropy``: the mean over queries of each head's attention entropy (nats); a uniform head has
+  ``entropy_uniform``, the mean of log(keys).
+- ``previous``/``first``/``self_share``: the mean attention a query gives the token before it,
+  the first token and itself.
+- the prune curve: heads gated off least important first, a layer never emptied.
 """
 
 from __future__ import annotations
@@ -117,7 +112,7 @@ def importance_and_attention(
     model: nn.Module, batch: dict[str, Tensor]
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """One forward and backward pass at a gate of ones: the batch's loss, |dL/d gate| [L, H]
-    and its attention sums (``AttentionSums``' fields)."""
+    and its attention sums (``attention_sums``')."""
     gate = all_ones(model).requires_grad_(True)
     logits, attentions = model(
         batch["input_ids"], **network_inputs(batch), head_mask=gate, output_attentions=True

@@ -13,4 +13,5 @@ FEATURE = Feature(
     hydra_plugins=("features.optuna.sweeper:OptunaSearch",),
     sweep_start="features.optuna.checks:sweep_start",
     training_callbacks="features.optuna.pruning:callbacks",
+    report="features.optuna.report:add_search",
 )

@@ -27,12 +27,10 @@ def sweep_start(config: DictConfig) -> str | None:
 
 
 def check_search(hydra: DictConfig) -> None:
-    """What an Optuna search (``hydra/sweeper=optuna``; ``hydra`` is the multirun's Hydra
-    config) needs before its first trial: each key searched or fixed on the command line, not
-    both, and known keys in a search space written in a config file (``hydra.sweeper.params``;
-    the command line's are ``conf.command_line``'s). Its storage, sampler, pruner and
-    objectives are checked by the search itself (``features/optuna/sweeper.py``), also
-    before its first trial."""
+    """What an Optuna search (``hydra``: the multirun's Hydra config) needs before its first
+    trial: each key searched or fixed on the command line, not both, and known keys in a
+    search space written in a config file (``hydra.sweeper.params``); the search checks the
+    rest itself."""
     sweeper = hydra.sweeper
     _check_searched_once(list(hydra.get("overrides", {}).get("task", [])))
     params = sweeper.get("params") or {}

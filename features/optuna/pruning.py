@@ -1,9 +1,7 @@
-"""A trial of an Optuna search with a pruner (``hydra.sweeper.pruner``): its job reports the
-validation loss to the study at every validation and stops when the pruner says the trial is
-hopeless. The stop is Lightning's own (``trainer.should_stop``), so the validation's
-checkpoints are written as at any end of training; ``modes/train.py`` records the job as
-``pruned``, with what it consumed. Optuna (the ``launchers`` extra) is imported only when a
-trial is opened, so ``mode=train`` loads without it.
+"""A trial of an Optuna search with a pruner: its job reports the validation loss at every
+validation and stops when the pruner says so, by Lightning's own ``trainer.should_stop``, so
+its checkpoints are written as at any end of training. Optuna is imported only when a trial is
+opened, so ``mode=train`` loads without it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""An Optuna study in a storage: what tinylm's search (``features/optuna/sweeper.py``) and
-its trials' pruning (``features/optuna/pruning.py``) share. Optuna, no Hydra, no Lightning.
-
-The study is opened from a database URL (SQLite in the sweep directory by default) with
-heartbeats: a trial whose process was killed stops beating, and once it is older than the
-grace period it is marked failed and its configuration is queued again. A study is named by the
-search that created it: its search space, objectives and directions are kept in the study and a
-later search under the same name must ask for the same ones.
+"""An Optuna study in a storage: what the search (``sweeper.py``) and its trials' pruning
+(``pruning.py``) share. The storage beats each trial's heart: a trial whose process was killed
+is failed once its heartbeat is older than the grace period, and its configuration is queued
+again. A study keeps the search that created it (space, objectives, directions): a later search
+under its name must ask for the same.
 """
 
 from __future__ import annotations
@@ -70,7 +67,8 @@ class Search:
 
 
 class RetryKilledTrial(optuna.storages.RetryHeartbeatStaleTrialCallback):
-    """Optuna's retry of a trial failed for a stale heartbeat, remembering which it failed."""
+    """Optuna's retry of a trial failed for a stale heartbeat (``RetryFailedTrialCallback`` is
+    its deprecated alias), remembering which it failed: their runs' records say so."""
 
     def __init__(self) -> None:
         super().__init__(max_retry=MAX_RETRY)
@@ -179,15 +177,11 @@ def _stored_search(study: optuna.Study) -> dict[str, Any] | None:
     waits a moment for its record."""
     for _ in range(20):
         stored = study.user_attrs.get(SEARCH)
-        if stored is not None or _made_before(study):
+        # A study with trials: its creator finished creating it long ago.
+        if stored is not None or study.get_trials(deepcopy=False):
             return stored
         time.sleep(0.25)
     return study.user_attrs.get(SEARCH)
-
-
-def _made_before(study: optuna.Study) -> bool:
-    """Whether the study has trials: then its creator finished creating it long ago."""
-    return bool(study.get_trials(deepcopy=False))
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -223,13 +217,13 @@ def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: 
 def fail_killed_trials(
     study: optuna.Study, storage: optuna.storages.RDBStorage
 ) -> list[FrozenTrial]:
-    """Mark the RUNNING trials of ``study`` (in ``storage``, as ``open_storage`` opened it)
-    whose heartbeat is older than the grace period as failed, queue their configurations
-    again, and return them."""
-    callback = storage.get_heartbeat_stale_trial_callback()  # open_storage's
-    before = len(callback.failed) if isinstance(callback, RetryKilledTrial) else 0
+    """Mark the RUNNING trials of ``study`` whose heartbeat is older than the grace period as
+    failed, queue their configurations again, and return them (``storage``: ``open_storage``'s
+    with heartbeats)."""
+    callback = storage.get_heartbeat_stale_trial_callback()
     optuna.storages.fail_stale_trials(study)
-    return callback.failed[before:] if isinstance(callback, RetryKilledTrial) else []
+    killed, callback.failed = callback.failed, []
+    return killed
 
 
 def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> list[float]:

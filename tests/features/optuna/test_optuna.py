@@ -577,10 +577,3 @@ def test_the_summary_of_a_stored_search_has_its_section_and_history(tmp_path: Pa
     assert "(no importances for best_val_loss: 2 completed trial(s)" in summary
     statuses = {r["run"]: r["status"] for r in _rows(tmp_path / "runs.csv")}
     assert statuses == {"0": "completed", "1": "pruned", "2": "completed", "3": "failed"}
-
-
-def test_best_so_far_follows_the_direction() -> None:
-    from analysis.plots import best_so_far
-
-    assert best_so_far([None, 3.0, None, 2.0, 4.0]) == [None, 3.0, 3.0, 2.0, 2.0]
-    assert best_so_far([1.0, 3.0, 2.0], maximize=True) == [1.0, 3.0, 3.0]

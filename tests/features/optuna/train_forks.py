@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PRELOADED = [
     *("train", "modes.train", "modes.sweep", "features.optuna.sweeper", "features.optuna.study"),
     *(
-        "features.optuna.study_report",
+        "features.optuna.search",
         "features.optuna.pruning",
         "analysis.sweep_summary",
         "modes.report",
