@@ -13,7 +13,6 @@ MODES = {
     "train": "modes.train",
     "eval": "modes.eval",
     "generate": "modes.generate",
-    "attention": "modes.attention",
     "export": "modes.export",
     "report": "modes.report",
 }

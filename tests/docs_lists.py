@@ -264,9 +264,6 @@ PROMISES = {
     ],
     "python train.py mode=eval ckpt_path=$RUN": ["$RUN/eval.jsonl"],
     "python train.py mode=eval ckpt_path=$SWEEP": ["$SWEEP/eval.jsonl"],
-    'python train.py mode=attention ckpt_path=$RUN/checkpoints/best.ckpt prompt="The class"': [
-        "$RUN/checkpoints/attention.png"
-    ],
     "python train.py mode=export ckpt_path=$RUN/checkpoints/best.ckpt": [
         "$RUN/checkpoints/best.safetensors"
     ],

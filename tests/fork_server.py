@@ -31,7 +31,6 @@ PRELOADED = (
     "modes.train",
     "modes.eval",
     "modes.generate",
-    "modes.attention",
     "modes.export",
     "modes.sweep",
     "analysis.summary",

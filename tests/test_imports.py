@@ -1,9 +1,9 @@
 """Import layering: the modes and the training layer load without Hydra, matplotlib or lm-eval.
 
 Hydra belongs to the entry point (``train.py``, ``conf/hydra_runtime.py``, the sweep callback),
-matplotlib to the modules that draw (``analysis/plots.py``, ``modes/attention.py``) and the
-lm-evaluation-harness to the functions of a feature that run it (its own test probes it,
-``probe``). Each
+matplotlib to the modules that draw (``analysis/plots.py``, ``features/attention/command.py``)
+and the lm-evaluation-harness to the functions of a feature that run it (its own test probes
+it, ``probe``). Each
 import runs in a child forked from one fresh interpreter that has imported Lightning alone
 (what every mode imports first; ``lightning_alone`` is what that interpreter holds).
 Lightning's torchmetrics imports matplotlib itself when it is installed, so matplotlib in

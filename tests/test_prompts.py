@@ -34,7 +34,7 @@ def test_other_arguments_and_already_quoted_prompts_are_left_alone() -> None:
 
 
 def test_verbatim_prompts_through_train_py(tiny_checkpoints, tmp_path) -> None:
-    """generate (fill-mask and continuation) and attention, through the real entry point."""
+    """generate (fill-mask and continuation), through the real entry point."""
     prompt = "The [MASK] is, as ever, = good"
     run_dir = f"hydra.run.dir={tmp_path / 'run'}"
     encoder, decoder = tiny_checkpoints["encoder"], tiny_checkpoints["decoder"]
@@ -63,14 +63,3 @@ def test_verbatim_prompts_through_train_py(tiny_checkpoints, tmp_path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(text)  # byte-level BPE decodes the prompt exactly
-
-    proc = train_py(
-        "logger=none",
-        "mode=attention",
-        f"ckpt_path={decoder}",
-        f"prompt={prompt}",
-        run_dir,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert (decoder.parent / "attention.png").is_file()

@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from analysis.plots import heatmap_cells
 from analysis.summary import group_runs
 from analysis.sweep_summary import write_sweep_summary
-from modes.attention import attention_figure
-from tests.tiny_models import tiny_model
 
 HEADS, DROPOUTS = ("1", "2", "3", "4"), ("0.0", "0.1", "0.2")
 
@@ -149,21 +146,3 @@ def test_heatmap_cell_is_the_best_over_a_third_swept_key() -> None:
     # One swept key: a single column, the best configuration over the other key.
     _, single_cols, single = _cells(runs, ["model.num_heads"], ["model.num_heads", "optim.lr"])
     assert single_cols == [""] and [row[0].mean for row in single] == [4.5, 3.5]
-
-
-def test_attention_figure_is_layers_by_heads_of_the_maps() -> None:
-    model = tiny_model("decoder", num_layers=3, num_heads=4)
-    tokens = ["a", "b", "c", "d", "e"]
-    with torch.inference_mode():
-        _, attentions = model(torch.tensor([[5, 6, 7, 8, 9]]), output_attentions=True)
-    maps = [a[0].numpy() for a in attentions]
-    fig = attention_figure(maps, tokens, title="t")
-    axes = [ax for ax in fig.axes if ax.images]
-    assert len(axes) == 3 * 4
-    for ax in axes:
-        spec = ax.get_subplotspec()
-        layer, head = spec.rowspan.start, spec.colspan.start
-        assert spec.get_gridspec().get_geometry() == (3, 4)
-        assert ax.get_title() == f"layer {layer} head {head}"
-        assert (ax.images[0].get_array() == maps[layer][head]).all()
-        assert [t.get_text() for t in ax.get_xticklabels()] == tokens
