@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 FEATURES_DIR = Path(__file__).resolve().parent.parent / "features"
@@ -51,6 +52,10 @@ class Feature:
     moved_keys: keys of the core's groups that this feature took over (``eval.KEY``) -> what
         replaces them, named when a command still gives one (``conf/command_line.py``); with
         the feature deleted they are plain unknown keys.
+    data_stream: the module that reads the source as a stream when ``data.streaming=true``
+        (``data/datamodule.py``): ``prepare_stream(cfg, arch, tokenizer_json, whole)``, the
+        ``Prepared`` evaluation splits and tokenizer, and ``stream_loader(cfg, tokenizer, arch,
+        max_seq_len, collate)``, the train loader.
     """
 
     name: str
@@ -67,6 +72,7 @@ class Feature:
     training_callbacks: str | None = None
     list_keys: tuple[str, ...] = ()
     moved_keys: Mapping[str, str] = field(default_factory=dict)
+    data_stream: str | None = None
 
 
 @functools.cache
@@ -156,3 +162,9 @@ def scoring_fields(settings: Any, task: Any, datamodule: Any, text: Any) -> dict
     """What the features' ``scoring`` hooks add to an evaluation record."""
     hooks = [hook(f.scoring) for f in features() if f.scoring]
     return {k: v for score in hooks for k, v in score(settings, task, datamodule, text).items()}
+
+
+def data_stream() -> ModuleType | None:
+    """The module of the feature that streams data (``Feature.data_stream``), if one does."""
+    target = next((f.data_stream for f in features() if f.data_stream), None)
+    return importlib.import_module(target) if target else None

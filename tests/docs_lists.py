@@ -123,7 +123,6 @@ NOT_RUNNABLE = {
     "python train.py data=wikitext2": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
-    "python train.py data=tinystories data.streaming=true": NETWORK,
     "python -m bench.finetune --gpt runs/gpt --bert runs/bert finetune.max_seq_len=64": (
         "too long: 12 fine-tunes of the default GPT and BERT (5 epochs each, ~1 h here); each "
         "is a mode=finetune run, as above"
