@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 FEATURES_DIR = Path(__file__).resolve().parent.parent / "features"
@@ -55,6 +56,10 @@ class Feature:
         a sweep or run directory before its tables and figures are drawn: adds the feature's
         columns, summary sections and sentences, figures and run files, read from the files
         its commands wrote (the fields of ``analysis.report.Report``).
+    data_stream: the module that reads the source as a stream when ``data.streaming=true``
+        (``data/datamodule.py``): ``prepare_stream(cfg, arch, tokenizer_json, whole)``, the
+        ``Prepared`` evaluation splits and tokenizer, and ``stream_loader(cfg, tokenizer, arch,
+        max_seq_len, collate)``, the train loader.
     """
 
     name: str
@@ -72,6 +77,7 @@ class Feature:
     list_keys: tuple[str, ...] = ()
     moved_keys: Mapping[str, str] = field(default_factory=dict)
     report: str | None = None
+    data_stream: str | None = None
 
 
 @functools.cache
@@ -161,3 +167,9 @@ def scoring_fields(settings: Any, task: Any, datamodule: Any, text: Any) -> dict
     """What the features' ``scoring`` hooks add to an evaluation record."""
     hooks = [hook(f.scoring) for f in features() if f.scoring]
     return {k: v for score in hooks for k, v in score(settings, task, datamodule, text).items()}
+
+
+def data_stream() -> ModuleType | None:
+    """The module of the feature that streams data (``Feature.data_stream``), if one does."""
+    target = next((f.data_stream for f in features() if f.data_stream), None)
+    return importlib.import_module(target) if target else None

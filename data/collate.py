@@ -13,6 +13,7 @@ import torch
 from data.tokenizer import SpecialTokens
 
 IGNORE_INDEX = -100  # labels the loss skips (torch's cross_entropy default)
+PAD_MULTIPLE = 8  # MLM batches are padded to a multiple of this (at most max_seq_len)
 
 
 def collate_blocks(blocks: list[np.ndarray]) -> dict[str, torch.Tensor]:
@@ -88,7 +89,6 @@ class MLMCollator:
         mlm_probability: float = 0.15,
         # Equivalent mutants: the data module always passes the run's seed.
         seed: int = 0,  # pragma: no mutate
-        pad_to_multiple_of: int = 8,
     ) -> None:
         self.pad_id = specials.pad_id
         self.mask_id = specials.mask_id
@@ -99,12 +99,10 @@ class MLMCollator:
         self.max_seq_len = max_seq_len
         self.mlm_probability = mlm_probability
         self.seed = seed
-        self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, examples: list[np.ndarray]) -> dict[str, torch.Tensor]:
         longest = max(len(e) for e in examples)
-        multiple = self.pad_to_multiple_of
-        length = min(self.max_seq_len, -(-longest // multiple) * multiple)
+        length = min(self.max_seq_len, -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
         input_ids = torch.full((len(examples), length), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(examples), length), dtype=torch.long)
         for row, example in enumerate(examples):

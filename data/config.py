@@ -26,39 +26,21 @@ MIN_VOCAB_SIZE = 300
 
 @dataclass
 class DataConfig:
-    """Where the text comes from, how it is tokenized and how it is batched.
+    """Where the text comes from, how it is tokenized and how it is batched (docs/data.md).
 
-    source: auto (the default: files when `path` is given, hub when `name` is, else builtin;
-    resolved here, so a built config always holds its kind) or one of `data.sources.SOURCES`:
-    builtin (CPython's reference docs, always available) | files (`path`: a file, a directory
-    or a glob of .txt/.json/.jsonl/.csv/.parquet; or a mapping of split names to such paths,
-    `{train: a.txt, validation: b.txt, test: c.txt}`, the fixed splits of the corpus: nothing
-    is carved then) | hub (`name`, `config_name`).
-    A source key that the kind does not read (`path` with hub, say) is refused, not ignored.
-    path: once built, always that mapping (or None): a single path P is `{train: P}`.
+    source: auto resolves here to files (`path` given), hub (`name` given) or builtin, so a
+    built config always holds its kind; a source key the kind does not read is refused.
+    path: once built, a mapping of split names to paths (or None): a single path P is
+    `{train: P}`, carved; a mapping with validation names fixed splits.
     tokenizer: None picks the architecture's default (decoder -> bpe, encoder -> wordpiece);
-    otherwise bpe | wordpiece | char (trained on the train split), a path to a tokenizer.json
-    (or a directory holding one), or a Hub tokenizer name "org/name".
-    tokenizer_sample_bytes: the most UTF-8 text a trained tokenizer learns from, cached and
-    streamed alike. In bytes, not examples, because bytes are what tokenizer training's time
-    and memory grow with whatever an example is (a line or a whole document), and because a
-    local source's size is known without reading it: a source no larger gives its whole train
-    split (the tokenizer and cache key of earlier versions), a larger one a seeded sample
-    drawn across all of it, a stream or a Hub dataset its head (see data/tokenizer_sample.py).
-    The default, 32 MB, trains BPE in seconds with a peak in the low hundreds of MB and scores
-    as well as a whole-corpus tokenizer (docs/benchmarks.md#data-at-scale).
-    example_unit: what one example (a document for packing, a row for MLM) is: a whole
-    record, a paragraph (text between blank lines) or a line.
-    split / val_fraction / test_fraction / split_seed: the split `mode=eval` reads, and how
-    splits are carved (per example, seeded) from sources that lack them.
+    else a kind, a tokenizer.json (or a directory holding one), or a Hub name "org/name".
+    tokenizer_sample_bytes: in bytes, not examples, because bytes are what tokenizer
+    training's time and memory grow with, and a local source's size is known unread
+    (data/tokenizer_sample.py).
     num_proc: tokenization processes; None -> the cores this process may use.
     cache_dir: None -> $TINYLM_CACHE or ~/.cache/tinylm.
-    streaming: read the source as a stream (nothing cached but the tokenizer), tokenized and
-    packed on the fly, sharded by rank and DataLoader worker. Validation is the first
-    `stream_val_examples` examples of the source's validation split, else of train (then never
-    trained on); see data/streaming.py.
-    document_mask: decoders only; in a packed block a token attends only to earlier tokens of
-    its own document, and positions restart at each document.
+    streaming, stream_val_examples: read by the streaming feature (features/streaming/).
+    document_mask: decoders only; a token attends only to its own document in a packed block.
     """
 
     source: str = AUTO

@@ -1,11 +1,6 @@
-"""The corpus: raw text cut into examples and split into train / validation / test.
-
-Nothing here is cached: the source is read (local files as a stream, without an Arrow copy)
-each time the tokenizer is trained or the token store (data/store.py) is built, and those are
-cached. Splits that the source lacks are carved per example with a seeded permutation, so the
-same settings always give the same splits; each split keeps its examples in source order. A
-trained tokenizer learns from a bounded sample of train (`tokenizer_texts`, drawn as
-data/tokenizer_sample.py describes).
+"""The corpus: raw text cut into examples and split into train / validation / test, read from
+the source each time (only the tokenizer and the token store are cached). Splits the source
+lacks are carved per example with a seeded permutation; each keeps its examples in order.
 """
 
 from __future__ import annotations

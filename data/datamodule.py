@@ -10,14 +10,14 @@ import lightning as L
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
-from data.cache import cache_root, prepare_lock
+from conf.features import data_stream
+from data.cache import prepare_lock
 from data.collate import DocumentCollator, MLMCollator, collate_blocks, collate_windows
 from data.config import TOKENIZER_KINDS, DataConfig
 from data.corpus import Corpus
 from data.examples import EncoderExamples, PackedBlocks, StridedWindows, check_max_seq_len
 from data.sampler import ResumableDataLoader, ResumableSampler
 from data.store import SplitStore
-from data.streaming import prepare_stream, stream_loader
 from data.tokenize import token_store
 from data.tokenizer import (
     SpecialTokens,
@@ -44,38 +44,28 @@ class Prepared:
 def prepare(
     cfg: DataConfig, arch: str, tokenizer_json: str | None = None, whole: bool = False
 ) -> Prepared:
-    """The tokenizer and the token store; each is read from the cache when it is there.
-
-    `tokenizer_json` (a checkpoint's tokenizer) takes precedence over `cfg.tokenizer`. With
-    `whole`, the corpus is all of the source's text as the one split `cfg.split` (evaluation
-    data, see `Corpus`), and needs `tokenizer_json`. Processes that prepare data in the
-    same cache at once (the jobs of a parallel sweep, DDP ranks) take turns: the first builds
-    each piece, the others read it from the cache.
-    """
-    with prepare_lock(cfg.cache_dir):
-        return _prepare_unlocked(cfg, arch, tokenizer_json, whole)
-
-
-def _prepare_unlocked(
-    cfg: DataConfig, arch: str, tokenizer_json: str | None, whole: bool
-) -> Prepared:
-    corpus = Corpus(cfg, whole)
-    spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
-    if tokenizer_json is not None:
-        tokenizer = tokenizer_from_json(tokenizer_json)
-    elif spec in TOKENIZER_KINDS:
-        tokenizer = cached_trained_tokenizer(
-            spec,
-            corpus.tokenizer_texts(),
-            cfg.vocab_size,
-            corpus.key,
-            cache_root(cfg.cache_dir),
-            corpus.tokenizer_sample_key,
+    """The tokenizer and the token store, each read from the cache when it is there, under the
+    cache's lock (ARCHITECTURE.md, "Data"). `tokenizer_json` (a checkpoint's) takes precedence
+    over `cfg.tokenizer`; `whole`: the source's text read whole as `cfg.split` (`Corpus`)."""
+    with prepare_lock(cfg.cache_dir) as root:
+        corpus = Corpus(cfg, whole)
+        spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
+        if tokenizer_json is not None:
+            tokenizer = tokenizer_from_json(tokenizer_json)
+        elif spec in TOKENIZER_KINDS:
+            tokenizer = cached_trained_tokenizer(
+                spec,
+                corpus.tokenizer_texts(),
+                cfg.vocab_size,
+                corpus.key,
+                root,
+                corpus.tokenizer_sample_key,
+            )
+        else:
+            tokenizer = load_tokenizer(spec)
+        return Prepared(
+            token_store(corpus, tokenizer, root), tokenizer, special_tokens_of(tokenizer)
         )
-    else:
-        tokenizer = load_tokenizer(spec)
-    specials = special_tokens_of(tokenizer)
-    return Prepared(token_store(corpus, tokenizer, cache_root(cfg.cache_dir)), tokenizer, specials)
 
 
 class LMDataModule(L.LightningDataModule):
@@ -85,8 +75,8 @@ class LMDataModule(L.LightningDataModule):
     packed without padding (with `eval_stride`, `StridedWindows` whose labels are
     IGNORE_INDEX where a window gives context only). Encoder batches: {"input_ids",
     "attention_mask", "labels"}, [CLS] example [SEP] padded per batch and MLM-masked. After
-    `prepare_data(); setup()`, the tokenizer and its ids (vocab_size,
-    pad/eos/mask/cls/sep_token_id) and per-split `chars_per_token` and `bytes_per_token` are
+    `prepare_data(); setup()`, the tokenizer and its ids (vocab_size, pad/eos_token_id,
+    `prepared.specials`) and per-split `chars_per_token` and `bytes_per_token` are
     available for the model config and the bits-per-character and per-byte metrics.
     """
 
@@ -108,6 +98,11 @@ class LMDataModule(L.LightningDataModule):
                 "data.document_mask=true is for decoders (packed blocks of several documents); "
                 "an encoder example is one document already: drop data.document_mask or use "
                 "model=gpt"
+            )
+        if cfg.streaming and data_stream() is None:
+            raise ValueError(
+                "data.streaming=true needs the streaming feature (features/streaming/), which "
+                "this installation lacks: drop data.streaming=true to train from the token store"
             )
         check_max_seq_len(max_seq_len)
         self.cfg = cfg
@@ -133,9 +128,8 @@ class LMDataModule(L.LightningDataModule):
 
     def _prepare(self) -> Prepared:
         if self.cfg.streaming:  # the evaluation splits only: training reads the stream
-            spec = self.cfg.tokenizer or DEFAULT_TOKENIZER[self.arch]
-            stores, tokenizer = prepare_stream(self.cfg, spec, self.tokenizer_json, self.whole)
-            return Prepared(stores, tokenizer, special_tokens_of(tokenizer))
+            stream = data_stream()
+            return stream.prepare_stream(self.cfg, self.arch, self.tokenizer_json, self.whole)
         return prepare(self.cfg, self.arch, self.tokenizer_json, self.whole)
 
     def _examples(self, split: str) -> Dataset:
@@ -172,18 +166,6 @@ class LMDataModule(L.LightningDataModule):
         return self.prepared.specials.eos_id
 
     @property
-    def mask_token_id(self) -> int:
-        return self.prepared.specials.mask_id
-
-    @property
-    def cls_token_id(self) -> int:
-        return self.prepared.specials.cls_id
-
-    @property
-    def sep_token_id(self) -> int:
-        return self.prepared.specials.sep_id
-
-    @property
     def chars_per_token(self) -> dict[str, float]:
         """Per split: characters of raw text per token (bpc = loss / ln 2 / this)."""
         return self._per_split(lambda store: store.chars_per_token)
@@ -202,7 +184,9 @@ class LMDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.cfg.streaming:
             collate = self._loader_options()["collate_fn"]
-            return stream_loader(self.cfg, self.tokenizer, self.arch, self.max_seq_len, collate)
+            return data_stream().stream_loader(
+                self.cfg, self.tokenizer, self.arch, self.max_seq_len, collate
+            )
         dataset = self.dataset("train")
         if self.trainer is not None and self.trainer.overfit_batches > 0:
             # Lightning rebuilds the loader around a sequential sampler: nothing to resume.

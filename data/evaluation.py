@@ -1,10 +1,5 @@
-"""What ``mode=eval`` scores: which data a checkpoint is evaluated on, and that data counted.
-
-Without data on the command line, a checkpoint is scored on its own run's split
-(``data.split``). With data on it (``data=...``, or a data.* key that says where text comes
-from: ``data.path=...``, ``data.name=...``), all of that text is scored, nothing carved off
-(the corpus read whole); a key only one kind of source reads (``data.path``) names that kind.
-"""
+"""What ``mode=eval`` scores: which data a checkpoint is evaluated on (`data_to_evaluate`), and
+that data counted."""
 
 from __future__ import annotations
 

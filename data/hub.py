@@ -13,10 +13,8 @@ _OFFLINE_VARS = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
 
 
 def hub_unavailable_reason() -> str | None:
-    """Why the Hub cannot be used now, or None if it answers.
-
-    The environment is read at call time (the HF libraries read it once, at import).
-    """
+    """Why the Hub cannot be used now, or None if it answers. The environment is read at call
+    time (the HF libraries read it once, at import)."""
     if any(os.environ.get(v, "").upper() in _TRUTHY for v in _OFFLINE_VARS):
         return "switched off (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set)"
     endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))

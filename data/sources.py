@@ -1,16 +1,10 @@
 """The kinds of data source (`data.source`): the built-in CPython docs, local files, Hub datasets.
 
-One class per kind owns everything that differs between sources: its config checks, how it
-loads (a mapping of splits, any of train / validation / test, to datasets of one column,
-"text"; as streams when asked), its fingerprint (cheap: names the content without reading
-it, so later stages find their cached results without loading anything), the name the user
-gave it, whether it has splits of its own, its size and how it says it has no text.
-`source_of(cfg)` picks the class once. Defining a subclass with `name=...` is what adds a
-`data.source` choice: `SOURCES` holds exactly the defined kinds, and a kind that lacks one
-of the methods fails at its definition, so a half-added source cannot exist.
-
-`datasets` is imported only where a source is read: `data.config` validates through this
-module at every start, and that import takes most of a second.
+One class per kind owns everything that differs between sources (ARCHITECTURE.md, "Add a data
+source"); `source_of(cfg)` picks it. Defining a subclass with `name=...` adds a `data.source`
+choice, and one that lacks a method fails at its definition. `datasets` is imported only where
+a source is read: `data.config` validates through this module at every start, and that import
+takes most of a second.
 """
 
 from __future__ import annotations
@@ -69,6 +63,8 @@ class Source(ABC):
     # line they name the text to score), and the one of them it cannot do without.
     keys: ClassVar[tuple[str, ...]] = ()
     required_key: ClassVar[str | None] = None
+    # How to give the required key, for the line that asks for it.
+    required_hint: ClassVar[str] = ""
 
     def __init_subclass__(cls, name: str, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -86,9 +82,13 @@ class Source(ABC):
     def __init__(self, cfg: DataSettings) -> None:
         self.cfg = cfg
 
-    @abstractmethod
     def check(self) -> None:
         """Raise unless the config has what this kind needs (run when a DataConfig is built)."""
+        key = self.required_key
+        if key and not getattr(self.cfg, key):
+            raise ValueError(
+                f"data.{key} is required with data.source={self.name}: pass {self.required_hint}"
+            )
 
     @abstractmethod
     def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
@@ -201,9 +201,6 @@ def split_paths(path: object) -> dict[str, str] | None:
 class BuiltinSource(Source, name="builtin"):
     """CPython's reference documentation, shipped with every install: always available."""
 
-    def check(self) -> None:
-        """Needs no key."""
-
     def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
         from datasets import Dataset
 
@@ -237,13 +234,7 @@ class FilesSource(Source, name="files"):
 
     keys = ("path", "text_column")
     required_key = "path"
-
-    def check(self) -> None:
-        if not self.cfg.path:
-            raise ValueError(
-                "data.path is required with data.source=files: pass data.path=FILE "
-                "(a .txt/.json/.jsonl/.csv/.parquet file, a directory or a glob)"
-            )
+    required_hint = "data.path=FILE (a .txt/.json/.jsonl/.csv/.parquet file, a directory or a glob)"
 
     @property
     def paths(self) -> dict[str, str]:
@@ -266,10 +257,8 @@ class FilesSource(Source, name="files"):
                 f"data.path={self.typed} mixes formats {sorted(builders)}; use files of one format"
             )
         builder = builders.pop()
-        options = {}
-        if builder == "text":
-            # The text builder names its column "text" and can cut examples itself.
-            options["sample_by"] = self.cfg.example_unit
+        # The text builder names its column "text" and can cut examples itself.
+        options = {"sample_by": self.cfg.example_unit} if builder == "text" else {}
         try:
             raw = load_dataset(
                 builder,
@@ -346,11 +335,6 @@ def resolve_files(path: str) -> list[Path]:
             f"data.path={path!r}: unsupported file type(s) {unsupported[:3]}; "
             f"supported extensions: {sorted(FILE_BUILDERS)}"
         )
-    builders = {FILE_BUILDERS[f.suffix.lower()] for f in files}
-    if len(builders) > 1:
-        raise ValueError(
-            f"data.path={path!r} mixes formats {sorted(builders)}; point it at files of one format"
-        )
     return files
 
 
@@ -364,13 +348,7 @@ class HubSource(Source, name="hub"):
 
     keys = ("name", "config_name", "text_column")
     required_key = "name"
-
-    def check(self) -> None:
-        if not self.cfg.name:
-            raise ValueError(
-                "data.name is required with data.source=hub: pass data.name=ORG/DATASET "
-                "(and data.config_name=CONFIG if the dataset has configs)"
-            )
+    required_hint = "data.name=ORG/DATASET (and data.config_name=CONFIG if the dataset has configs)"
 
     def load(self, streaming: bool = False) -> dict[str, Dataset | IterableDataset]:
         import datasets

@@ -1,13 +1,8 @@
-"""The token store: each split's token stream, written once, memory-mapped by every reader.
-
-A store is one cache directory holding, per split, ``SPLIT.tokens`` (every document's ids
-followed by EOS, as one flat array of the smallest unsigned type that holds the vocabulary)
-and ``SPLIT.starts`` (int64, the offset of each document, plus the total), and ``meta.json``
-(lengths, character and UTF-8 byte counts, checksums). It is built in a temporary directory
-and renamed into place, so a store that exists is complete; ``open_store`` still checks
-sizes and checksums and reports damage, so a damaged store is rebuilt and never trained on.
-Readers get ``MappedArray`` views: nothing proportional to the corpus is copied into a
-process, and a DataLoader worker or DDP rank maps the files itself (ARCHITECTURE.md, "Data").
+"""The token store: per split, ``SPLIT.tokens`` (every document's ids followed by EOS, in the
+smallest unsigned type that holds the vocabulary) and ``SPLIT.starts`` (int64 document offsets,
+plus the total), with ``meta.json`` (lengths, character and byte counts, checksums); built
+aside and renamed into place, checked on open, memory-mapped by every reader
+(ARCHITECTURE.md, "Data").
 """
 
 from __future__ import annotations
@@ -30,10 +25,7 @@ _CHUNK = 1 << 24  # bytes per read when checksumming
 
 def token_dtype(vocab_size: int) -> np.dtype:
     """The smallest unsigned integer type that holds every id below ``vocab_size``."""
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if vocab_size <= np.iinfo(dtype).max + 1:
-            return np.dtype(dtype)
-    raise ValueError(f"vocab_size={vocab_size} does not fit in 32 bits")
+    return np.min_scalar_type(vocab_size - 1)
 
 
 def join_documents(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> np.ndarray:
@@ -93,25 +85,12 @@ class SplitStore:
     bytes: int
 
     @property
-    def num_documents(self) -> int:
-        return len(self.starts) - 1
-
-    @property
     def chars_per_token(self) -> float:
         return self.chars / len(self.tokens)
 
     @property
     def bytes_per_token(self) -> float:
         return self.bytes / len(self.tokens)
-
-
-def memory_split(ids: np.ndarray, offsets: np.ndarray, texts: list[str], eos_id: int) -> SplitStore:
-    """``texts`` tokenized as ``(ids, offsets)`` (see ``data.tokenize.encode_documents``), laid
-    out as a store lays out a split, in memory: what a stream's evaluation splits are."""
-    starts = offsets + np.arange(len(offsets))  # document d follows d EOS tokens
-    return SplitStore(
-        join_documents(ids, offsets, eos_id), starts, text_chars(texts), text_bytes(texts)
-    )
 
 
 def text_chars(texts: list[str]) -> int:

@@ -44,12 +44,9 @@ def encode_documents(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray
 
 
 def token_store(corpus: Corpus, tokenizer: Tokenizer, root: Path) -> dict[str, SplitStore]:
-    """The corpus's token store for this tokenizer: opened from the cache, or built there.
-
-    A damaged store (truncated, altered, from another version) is reported, removed and built
-    again; so is what a build killed midway left. Callers hold the cache's prepare lock
-    (`data.datamodule.prepare`), so no other process is building this store meanwhile.
-    """
+    """The corpus's token store for this tokenizer: opened from the cache, or built there (a
+    damaged one, or what a killed build left, removed first). Callers hold the cache's prepare
+    lock (`data.datamodule.prepare`), so no other process is building this store meanwhile."""
     key = stable_hash("tokens", corpus.key, stable_hash(tokenizer.to_str()))
     directory = root / "tokens" / key
     if directory.exists():

@@ -1,19 +1,8 @@
-"""The text a trained tokenizer (bpe, wordpiece, char) learns from: a bounded sample of the
-training split, `data.tokenizer_sample_bytes` of text at most.
-
-- A source no larger than the budget (the built-in docs) gives its whole train split, in the
-  order and batches of every version before the sample, under the same cache key: the same
-  tokenizer and so the same numbers.
-- A larger source of known size (`Source.size_bytes`: local files) keeps each training example
-  by a seeded draw of its own, in source order, at rate budget / source size: the sample
-  spreads over the whole corpus, its expected size is the budget times the train split's share
-  of the source, and it is read in the pass that counts the examples for carving.
-- A stream, or a source whose size is unknown before it is read (a Hub dataset), can only take
-  its head: the training examples in order until the budget is reached.
-
-Every sample stops at the budget (the example that reaches it included), so a size that
-understates the text (compressed parquet) still bounds it, though its sample then leans to the
-corpus's start.
+"""The text a trained tokenizer learns from: at most `data.tokenizer_sample_bytes` of the train
+split (docs/data.md, "Tokenizers"). A source within the budget gives its whole train split under
+the cache key of the versions before the sample (the same tokenizer, so the same numbers); a
+larger one of known size seeded draws across it; a stream or a Hub dataset its head. Every
+sample stops at the budget, so a size that understates the text (parquet) still bounds it.
 """
 
 from __future__ import annotations

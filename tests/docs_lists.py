@@ -123,7 +123,6 @@ NOT_RUNNABLE = {
     "python train.py data=wikitext2": NETWORK,
     "python train.py data=tinystories": NETWORK,
     "python train.py data=tinyshakespeare": NETWORK,
-    "python train.py data=tinystories data.streaming=true": NETWORK,
     "python train.py logger.mode=online": "logs to the W&B server: needs an account, the network",
     # Launchers that start fresh interpreters (~10 s of imports each here): the tests named
     # run the same commands end to end and check more than that they exit 0.

@@ -12,6 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+import data.datamodule
 import data.tokenize
 import data.tokenizer
 from data.collate import IGNORE_INDEX, MLMCollator
@@ -118,14 +119,14 @@ def test_padding_to_multiple_of_8_capped(lengths: list[int], max_seq_len: int, p
 
 def test_encoder_batches_from_the_datamodule(tmp_path: Path) -> None:
     dm = ready(small_cfg(tmp_path), arch="encoder", max_seq_len=12)
-    assert dm.tokenizer.token_to_id("[MASK]") == dm.mask_token_id
+    assert dm.tokenizer.token_to_id("[MASK]") == dm.prepared.specials.mask_id
     for batch in dm.train_dataloader():
         ids, mask = batch["input_ids"], batch["attention_mask"]
         assert set(batch) == {"input_ids", "attention_mask", "labels"}
         assert ids.shape[1] <= 12 and ids.shape[1] % 4 == 0
-        assert (ids[:, 0] == dm.cls_token_id).all()
+        assert (ids[:, 0] == dm.prepared.specials.cls_id).all()
         last = mask.sum(1) - 1
-        assert (ids[torch.arange(len(ids)), last] == dm.sep_token_id).all()
+        assert (ids[torch.arange(len(ids)), last] == dm.prepared.specials.sep_id).all()
 
 
 # ----------------------------------------------------------------------------- cache
@@ -289,6 +290,15 @@ def test_lightning_resume_continues_at_the_same_batch(tmp_path: Path) -> None:
 def test_unknown_architecture_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"arch='gpt'.*\['decoder', 'encoder'\]"):
         LMDataModule(small_cfg(tmp_path), arch="gpt", max_seq_len=16)
+
+
+def test_streaming_without_its_feature_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(data.datamodule, "data_stream", lambda: None)  # features/streaming gone
+    cfg = dataclasses.replace(small_cfg(tmp_path), streaming=True)
+    with pytest.raises(ValueError, match=r"^data.streaming=true needs the streaming feature"):
+        LMDataModule(cfg, arch="decoder", max_seq_len=16)
 
 
 def test_overfit_batches_gets_a_plain_sequential_loader(tmp_path: Path) -> None:

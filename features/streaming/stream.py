@@ -1,27 +1,11 @@
-"""Streaming data (`data.streaming=true`): the source is read, tokenized and packed as training
-goes, so the first step does not wait for the corpus and memory does not grow with it.
-
-- Splits: the source's own validation (and test) split when it has one, else the first
-  `stream_val_examples` example units of train, which the training stream skips. Evaluation
-  splits are capped at `stream_val_examples` examples and held in memory: a fixed, finite set.
-- Tokenizer: given (a tokenizer.json, a Hub name, or a checkpoint's), or trained on the
-  `tokenizer_sample_bytes` sample of the cached path, which a stream can only take from its head
-  (data/tokenizer_sample.py), and cached; nothing else is written to the cache.
-- Training batches (`StreamBlocks`): the decoder's examples, each followed by EOS, form one token
-  stream cut into blocks of max_seq_len + 1 tokens, exactly as `PackedBlocks` cuts the joined
-  stream (tail dropped); the encoder's are `EncoderExamples` rows. No shuffling: blocks come in
-  the source's order, and every epoch reads it again in that order (a buffer shuffle would lose
-  its buffer on resume).
-- Sharding: `split_dataset_by_node` over ranks x DataLoader workers (rank r, worker w reads node
-  r * workers + w; datasets' own per-worker split is bypassed so that the roles can rotate on
-  resume): whole files per node when the file count divides evenly and nothing is held out of
-  train, else every n-th example (each node reads the source, tokenizes only its own
-  examples). So no two ranks or workers ever hold the same example, hence never the same block.
-- Resume (`StreamLoader`): each batch travels with the stream position just after it (datasets'
-  `IterableDataset.state_dict()` at the start of the examples being cut, plus how many of their
-  tokens or rows were already used); the loader keeps every worker's position, which worker is
-  next, and the epoch, and Lightning saves that in the checkpoint. Under DDP each rank's position
-  is gathered into the state (rank 0 writes the checkpoint for all).
+"""Streaming data (`data.streaming=true`, README.md): the source read, tokenized and packed as
+training goes. Decoder blocks are cut exactly as `PackedBlocks` cuts the joined stream;
+evaluation splits are held in memory. The train stream is dealt out by
+`split_dataset_by_node` over ranks x DataLoader workers (datasets' own per-worker split is
+bypassed so that the roles can rotate on resume). Each batch travels with the stream position
+just after it (`IterableDataset.state_dict()` at the start of the examples being cut, plus how
+many of their tokens or rows were used); `StreamLoader` keeps every worker's position, which
+worker is next and the epoch, gathered over ranks under DDP, for Lightning's checkpoint.
 """
 
 from __future__ import annotations
@@ -46,9 +30,10 @@ from common.ranks import rank_and_world_size
 from data.cache import prepare_lock
 from data.config import EVAL_SPLITS, TOKENIZER_KINDS, DataConfig
 from data.corpus import split_units
+from data.datamodule import DEFAULT_TOKENIZER, Prepared
 from data.examples import EncoderExamples
 from data.sources import source_of
-from data.store import SplitStore, memory_split
+from data.store import SplitStore, join_documents, text_bytes, text_chars
 from data.tokenize import encode_documents
 from data.tokenizer import (
     SpecialTokens,
@@ -109,27 +94,35 @@ def stream_splits(cfg: DataConfig) -> StreamSplits:
     return StreamSplits(units["train"].skip(n), evaluation, held_out=True)
 
 
-def prepare_stream(
-    cfg: DataConfig, tokenizer_spec: str, tokenizer_json: str | None, whole: bool
-) -> tuple[dict[str, SplitStore], Tokenizer]:
-    """(evaluation splits, tokenizer): the splits in memory, laid out as the token store of a
-    cached corpus lays them out (`data.store.memory_split`).
+def prepare_stream(cfg: DataConfig, arch: str, tokenizer_json: str | None, whole: bool) -> Prepared:
+    """The evaluation splits and the tokenizer: the splits in memory, laid out as the token
+    store of a cached corpus lays them out (`memory_split`).
 
-    `tokenizer_json` (a checkpoint's) takes precedence over `tokenizer_spec` (a kind, a path
-    or a Hub name)."""
+    `tokenizer_json` (a checkpoint's) takes precedence over `cfg.tokenizer` (a kind, a path
+    or a Hub name; None: the architecture's default)."""
     if whole:
         raise ValueError(
             "whole-file evaluation (data named on the mode=eval command line) reads its text "
             "whole, not as a stream: add data.streaming=false to the command"
         )
     splits = stream_splits(cfg)
-    tokenizer = _stream_tokenizer(cfg, tokenizer_spec, tokenizer_json, splits.train)
-    eos_id = special_tokens_of(tokenizer).eos_id
+    spec = cfg.tokenizer or DEFAULT_TOKENIZER[arch]
+    tokenizer = _stream_tokenizer(cfg, spec, tokenizer_json, splits.train)
+    specials = special_tokens_of(tokenizer)
     stores = {}
     for split, stream in splits.evaluation.items():
         texts = _read_texts(cfg, stream)
-        stores[split] = memory_split(*encode_documents(tokenizer, texts), texts, eos_id)
-    return stores, tokenizer
+        stores[split] = memory_split(*encode_documents(tokenizer, texts), texts, specials.eos_id)
+    return Prepared(stores, tokenizer, specials)
+
+
+def memory_split(ids: np.ndarray, offsets: np.ndarray, texts: list[str], eos_id: int) -> SplitStore:
+    """``texts`` tokenized as ``(ids, offsets)`` (see ``data.tokenize.encode_documents``), laid
+    out as a store lays out a split, in memory: what a stream's evaluation splits are."""
+    starts = offsets + np.arange(len(offsets))  # document d follows d EOS tokens
+    return SplitStore(
+        join_documents(ids, offsets, eos_id), starts, text_chars(texts), text_bytes(texts)
+    )
 
 
 def stream_tokenizer_key(cfg: DataConfig) -> str:

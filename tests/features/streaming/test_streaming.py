@@ -14,8 +14,15 @@ import torch
 from data.collate import collate_blocks
 from data.config import DataConfig
 from data.datamodule import LMDataModule
-from data.streaming import LIGHTNING_PREFETCH, StreamBlocks, StreamLoader, stream_splits
+from features.streaming.stream import (
+    LIGHTNING_PREFETCH,
+    StreamBlocks,
+    StreamLoader,
+    stream_splits,
+    stream_tokenizer_key,
+)
 from tests.conftest import TINY, train_py
+from tests.data.test_sources import WIKITEXT
 from train import run
 
 MAX_SEQ_LEN = 16
@@ -316,6 +323,11 @@ def test_stream_tokenizer_learns_from_the_head_up_to_tokenizer_sample_bytes(
         assert datamodule.tokenizer.token_to_id("P") is not None  # the head's, always
     assert list(learnt.values()) == [False, True]
     assert len(list((tmp_path / "cache" / "tokenizers").iterdir())) == 2
+
+
+def test_stream_tokenizer_cache_key_does_not_change() -> None:
+    # Pinned since data.tokenizer_sample_bytes replaced its example count (issue 26).
+    assert stream_tokenizer_key(DataConfig(**WIKITEXT)) == "bb2263632b5f0b45"
 
 
 def test_stream_ending_before_the_first_batch_is_one_line(
