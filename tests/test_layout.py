@@ -200,7 +200,8 @@ def feature_of(name: str) -> str:
 
 
 def is_core(name: str) -> bool:
-    return name.split(".")[0] not in ("features", "tests", "bench")
+    # tools/ (the mutation testing) is apart from the product, as tests/ and bench/ are
+    return name.split(".")[0] not in ("features", "tests", "bench", "tools")
 
 
 def imported_privates(name: str, path: Path) -> set[str]:
