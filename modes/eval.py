@@ -115,7 +115,7 @@ def evaluate_checkpoint(
     check_language_model(ckpt, hparams, "eval")
     check_no_model_overrides(settings, hparams["model_config"], ckpt)
     arch, window = hparams["model_config"]["arch"], hparams["model_config"]["max_seq_len"]
-    stride = _stride(settings.eval.stride, arch, window)
+    stride = eval_stride(settings.eval.stride, arch, window)
     task, datamodule, text = task_and_data(checkpoint, settings, stride)
     use_weights(task.model, settings.eval.weights, settings.job.seed)
     added = scoring_fields(settings, task, datamodule, text)  # heads gated off, say
@@ -144,7 +144,8 @@ def evaluate_checkpoint(
     }
 
 
-def _stride(stride: int | None, arch: str, window: int) -> int | None:
+def eval_stride(stride: int | None, arch: str, window: int) -> int | None:
+    """The sliding window's step of a decoder (the window when unset); None for an encoder."""
     if arch == "encoder":
         if stride is not None:
             raise ValueError(

@@ -47,7 +47,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     out_dir = Path(settings.job.output_dir)
     resume = settings.job.ckpt_path
     if settings.sweep_dir is not None:
-        done, resume = _sweep_job_state(
+        done, resume = sweep_job_state(
             out_dir, resume, settings.overrides, settings.sweep.rerun_changed
         )
         if done is not None:
@@ -147,7 +147,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     return metrics
 
 
-def _sweep_job_state(
+def sweep_job_state(
     out_dir: Path, resume: str | None, overrides: dict[str, str], rerun_changed: bool = False
 ) -> tuple[dict[str, Any] | None, str | None]:
     """(stored metrics when the job completed already, the checkpoint to resume from) of a
@@ -166,7 +166,7 @@ def _sweep_job_state(
         if global_rank() == 0:
             write_record(out_dir, run_record(Status.RUNNING, overrides=overrides))
     else:
-        _check_same_job(out_dir, stored.get("overrides", {}), overrides)
+        check_same_job(out_dir, stored.get("overrides", {}), overrides)
     if stored is not None and stored.get("status") in FINISHED:
         if _ran_other_code(out_dir, stored, rerun_changed):
             return None, resume
@@ -201,7 +201,7 @@ def _ran_other_code(out_dir: Path, stored: dict[str, Any], rerun_changed: bool) 
     return True
 
 
-def _check_same_job(out_dir: Path, stored: dict[str, str], requested: dict[str, str]) -> None:
+def check_same_job(out_dir: Path, stored: dict[str, str], requested: dict[str, str]) -> None:
     # summary.* shapes the sweep's summary and sweep.* its re-run, not its jobs: a re-run may
     # change them.
     keys = {k for k in {*stored, *requested} if not k.startswith(("summary.", "sweep."))}

@@ -20,7 +20,7 @@ from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_sweep_summary
 from modes import SweepConflict
 from modes.eval import by_configuration
-from modes.train import _sweep_job_state
+from modes.train import sweep_job_state
 from tests.conftest import train_py
 from train import execute, run
 from training.checkpoint import read_checkpoint
@@ -155,7 +155,7 @@ def test_eval_over_a_sweep_groups_past_a_damaged_metrics_json(tmp_path: Path, ca
 def test_a_sweep_rerun_stops_at_a_damaged_metrics_json_and_keeps_it(tmp_path: Path) -> None:
     sweep = _sweep(tmp_path, DAMAGE["truncated"][0])
     with pytest.raises(SweepConflict, match=r"2/metrics.json is damaged .*delete that file"):
-        _sweep_job_state(sweep / "2", None, {"model.num_heads": "2", "logger": "none"})
+        sweep_job_state(sweep / "2", None, {"model.num_heads": "2", "logger": "none"})
     assert (sweep / "2" / "metrics.json").read_text() == DAMAGE["truncated"][0]
     with pytest.raises(DamagedRecord, match="line 1 column"):
         read_record(sweep / "2")

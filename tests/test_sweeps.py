@@ -260,12 +260,12 @@ def test_rerun_with_other_values_stops_and_keeps_the_old_results(tmp_path: Path)
 
 
 def test_same_job_check_names_the_differences(tmp_path: Path) -> None:
-    from modes.train import _sweep_job_state
+    from modes.train import sweep_job_state
 
     write_record(tmp_path, {"status": "completed", "overrides": {"a": "1", "b": "2"}})
-    assert _sweep_job_state(tmp_path, None, {"a": "1", "b": "2"})[0]["status"] == "completed"
+    assert sweep_job_state(tmp_path, None, {"a": "1", "b": "2"})[0]["status"] == "completed"
     with pytest.raises(SweepConflict, match=r"a=5 \(there: 1\), c=3 \(there: None\)"):
-        _sweep_job_state(tmp_path, None, {"a": "5", "b": "2", "c": "3"})
+        sweep_job_state(tmp_path, None, {"a": "5", "b": "2", "c": "3"})
 
 
 # --------------------------------------------------------------------------- data, signals, logs

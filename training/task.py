@@ -264,7 +264,7 @@ class LanguageModelTask(L.LightningModule):
         }
         for name, value in values.items():
             # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
-            # and silences Lightning's epoch-level warning (so, equivalent mutants).
+            # and silences Lightning's epoch-level warning. Equivalent mutants: the same values.
             self.log(
                 f"{stage}/{name}",
                 value,

@@ -27,7 +27,7 @@ def decoder_log_likelihoods(
     scores = torch.zeros(len(sequences), dtype=torch.float64)
     device = next(model.parameters()).device
     with eval_mode(model), torch.inference_mode():
-        for batch in _batches(sequences, lambda n: 1, max_tokens):
+        for batch in length_batches(sequences, lambda n: 1, max_tokens):
             lengths = torch.tensor([len(sequences[i]) for i in batch])
             ids = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)  # (B, T)
             for row, i in enumerate(batch):
@@ -54,7 +54,7 @@ def pseudo_log_likelihoods(
     scores = torch.zeros(len(sequences), dtype=torch.float64)
     device = next(model.parameters()).device
     with eval_mode(model), torch.inference_mode():
-        for batch in _batches(sequences, lambda n: n - 2, max_tokens):
+        for batch in length_batches(sequences, lambda n: n - 2, max_tokens):
             owners, positions = [], []  # per row: its sequence, the token it masks
             for i in batch:
                 inner = len(sequences[i]) - 2
@@ -77,7 +77,7 @@ def pseudo_log_likelihoods(
     return scores
 
 
-def _batches(
+def length_batches(
     sequences: Sequence[Sequence[int]], rows_of: Callable[[int], int], max_tokens: int
 ) -> Iterator[list[int]]:
     """Indices of sequences, shortest first, in groups whose rows (``rows_of(length)`` each)

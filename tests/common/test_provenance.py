@@ -11,7 +11,7 @@ import pytest
 from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_sweep_summary
 from common.provenance import code_version, differing_runs, provenance
-from modes.train import _sweep_job_state
+from modes.train import sweep_job_state
 
 
 def _git(root: Path, *args: str) -> None:
@@ -102,7 +102,7 @@ def test_a_rerun_on_changed_code_says_so_and_reruns_when_asked(
     (tmp_path / "checkpoints" / "best.ckpt").write_bytes(b"old")
     old = {"status": "completed", "overrides": {"a": "1"}, "provenance": _run("c" * 40)}
     write_record(tmp_path, old)
-    done, resume = _sweep_job_state(tmp_path, None, {"a": "1"}, rerun_changed)
+    done, resume = sweep_job_state(tmp_path, None, {"a": "1"}, rerun_changed)
     message = capsys.readouterr().err
     assert f"{tmp_path} completed on commit ccccccc, not this checkout's" in message
     if rerun_changed:
@@ -118,5 +118,5 @@ def test_a_rerun_on_changed_code_says_so_and_reruns_when_asked(
 def test_a_rerun_on_the_same_code_says_nothing(tmp_path: Path, capsys) -> None:
     same = {"status": "completed", "overrides": {}, "provenance": provenance("32-true")}
     write_record(tmp_path, same)
-    assert _sweep_job_state(tmp_path, None, {}, True)[0]["status"] == "completed"
+    assert sweep_job_state(tmp_path, None, {}, True)[0]["status"] == "completed"
     assert "completed on" not in capsys.readouterr().err

@@ -154,11 +154,11 @@ def test_a_run_directory_gives_its_best_checkpoint_and_a_sweep_every_run_in_job_
 
 
 def test_the_stride_defaults_to_the_window_and_is_checked_for_decoders() -> None:
-    assert modes.eval._stride(None, "decoder", WINDOW) == WINDOW
-    assert modes.eval._stride(3, "decoder", WINDOW) == 3
-    assert modes.eval._stride(None, "encoder", WINDOW) is None
+    assert modes.eval.eval_stride(None, "decoder", WINDOW) == WINDOW
+    assert modes.eval.eval_stride(3, "decoder", WINDOW) == 3
+    assert modes.eval.eval_stride(None, "encoder", WINDOW) is None
     with pytest.raises(ValueError, match=r"eval.stride=17 must be between 1 and"):
-        modes.eval._stride(WINDOW + 1, "decoder", WINDOW)
+        modes.eval.eval_stride(WINDOW + 1, "decoder", WINDOW)
 
 
 def test_a_record_is_identified_by_what_was_scored_and_how() -> None:

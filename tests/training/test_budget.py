@@ -21,7 +21,7 @@ from analysis.sweep_summary import write_sweep_summary
 from analysis.time_to_target import first_reached, target_rows, target_section
 from conf.hydra_runtime import parse_settings
 from conf.schema import BudgetConfig
-from modes.train import _check_same_job
+from modes.train import check_same_job
 from tests.conftest import TINY, compose_config, train_py
 from train import run
 from training.budget import apply_budget, steps_for_budget
@@ -344,9 +344,9 @@ def test_a_target_no_run_reached_is_said_in_the_summary(tmp_path: Path) -> None:
 
 def test_a_sweep_re_run_may_change_the_summary_settings(tmp_path: Path) -> None:
     stored = {"model.num_heads": "2", "seed": "1"}
-    _check_same_job(tmp_path, stored, {**stored, "summary.target_loss": "2.5"})
+    check_same_job(tmp_path, stored, {**stored, "summary.target_loss": "2.5"})
     with pytest.raises(Exception, match="other settings: model.num_heads=4"):
-        _check_same_job(tmp_path, stored, {**stored, "model.num_heads": "4"})
+        check_same_job(tmp_path, stored, {**stored, "model.num_heads": "4"})
 
 
 def test_a_run_records_what_it_consumed_at_each_validation(tmp_path: Path) -> None:

@@ -526,14 +526,6 @@ ANALYSIS = (
         "every row written is built from the columns, so it holds no extra key to ignore or "
         "raise on (and DictWriter lower-cases the option)",
     ),
-    Equivalent(
-        _SWEEP_SUMMARY,
-        "_write_csv",
-        '{c: "" if row.get(c) is None else row.get(c) for c in columns} for row in rows',
-        '{c: "" if (row.get(c) is None) and False else row.get(c) for c in columns} for row '
-        "in rows",
-        "the csv module writes None as an empty field, as the mapping does",
-    ),
     *true_flag_variants(
         "analysis/report.py",
         "build_report",
@@ -542,10 +534,15 @@ ANALYSIS = (
         "target_rows(configs, ...) returns one row per configuration, as configuration_rows "
         "does: the lengths always agree",
     ),
+)
+
+# features/optuna/ ----------------------------------------------------------------------------
+
+OPTUNA = (
     *variants(
-        "analysis/report.py",
-        "search_result",
-        'if "optuna" not in str(sweeper.get("_target_", "")).lower():',
+        "features/optuna/report.py",
+        "add_search",
+        'if report.single or "optuna" not in str(sweeper.get("_target_", "")).lower():',
         '"_target_", "")',
         ('"_target_", None)', '"_target_", )', '"_target_", "XXXX")'),
         "the default stands only for a sweeper without _target_ (or with a null one), and "
@@ -562,4 +559,5 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *HEADS,
     *HARNESS,
     *ANALYSIS,
+    *OPTUNA,
 )

@@ -22,7 +22,11 @@ from conf.schema import Settings
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from features.pairs import command
 from features.pairs.pair_sets import frame_sentence, read_pairs
-from features.pairs.sentence_scores import _batches, decoder_log_likelihoods, pseudo_log_likelihoods
+from features.pairs.sentence_scores import (
+    decoder_log_likelihoods,
+    length_batches,
+    pseudo_log_likelihoods,
+)
 from models.transformer import build_model
 from tests.evaluation_helpers import WINDOW, untrained_checkpoint
 from tests.features.pairs.test_pairs import _decoder_loop, _pair_file, _pll_loop, pairs_settings
@@ -310,6 +314,6 @@ def test_batches_go_shortest_first_and_a_long_sequence_alone() -> None:
     sequences = [[0] * 5, [0] * 2, [0] * 9, [0] * 3]
     # One row each, at most 10 tokens a pass: 2 and 3 (2 x 3 = 6), then 5 (3 x 5 would be 15),
     # then 9 alone.
-    assert list(_batches(sequences, lambda n: 1, 10)) == [[1, 3], [0], [2]]
+    assert list(length_batches(sequences, lambda n: 1, 10)) == [[1, 3], [0], [2]]
     # Over the limit alone: a batch of its own, never an empty one before it.
-    assert list(_batches([[0] * 9], lambda n: 1, 4)) == [[0]]
+    assert list(length_batches([[0] * 9], lambda n: 1, 4)) == [[0]]
