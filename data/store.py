@@ -30,14 +30,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 def join_documents(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> np.ndarray:
     """One token stream: every document (``ids[offsets[i]:offsets[i + 1]]``) then ``eos_id``."""
-    n_docs = len(offsets) - 1
-    stream = np.full(len(ids) + n_docs, eos_id, dtype=ids.dtype)
-    # Document d's tokens shift right by the d EOS tokens that precede them.
-    eos_positions = offsets[1:] + np.arange(n_docs)
-    is_text = np.ones(len(stream), dtype=bool)
-    is_text[eos_positions] = False
-    stream[is_text] = ids
-    return stream
+    return np.insert(ids, offsets[1:], eos_id)
 
 
 class MappedArray:
@@ -108,7 +101,6 @@ class SplitWriter:
     """Appends tokenized documents of one split to its files, each followed by EOS."""
 
     def __init__(self, directory: Path, split: str, dtype: np.dtype, eos_id: int) -> None:
-        self.split = split
         self.dtype = dtype
         self.limit = np.iinfo(dtype).max
         self.eos_id = eos_id

@@ -25,12 +25,7 @@ class BatchedMuon(torch.optim.Muon):
     one batched pass: torch's runs 15 small matmuls per matrix, this 15 per shape (a block's few
     shapes, each over the L layers), which use the CPU better. The state and hyper-parameters
     are torch's, so checkpoints are interchangeable (tests/training/test_tasks.py compares the
-    two)."""
-
-    def __init__(self, params: Any, **kwargs: Any) -> None:
-        super().__init__(params, **kwargs)
-        if self.defaults["adjust_lr_fn"] not in (None, "original"):
-            raise ValueError("BatchedMuon implements adjust_lr_fn='original' (the default) only")
+    two). It implements torch's default ``adjust_lr_fn`` only, which ``build_optimizer`` uses."""
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

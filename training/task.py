@@ -263,8 +263,8 @@ class LanguageModelTask(L.LightningModule):
             **self.extra_metrics(stage, loss),
         }
         for name, value in values.items():
-            # torchmetrics already synced these across DDP ranks; sync_dist=True only says so
-            # and silences Lightning's epoch-level warning. Equivalent mutants: the same values.
+            # Equivalent mutants: torchmetrics already synced these across DDP ranks;
+            # sync_dist=True only says so and silences Lightning's epoch-level warning.
             self.log(
                 f"{stage}/{name}",
                 value,
