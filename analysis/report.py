@@ -1,7 +1,7 @@
 """The report of a sweep directory or of one run directory, built once from the records alone
-for its two renderings: ``summary.md`` with its csv files and figures
-(``analysis/sweep_summary.py``) and ``report.html`` (``analysis/report_page.py``). A feature adds
-its columns, sections and figures through its ``Feature.report`` hook (``conf/features.py``).
+for its renderings: ``summary.md`` with its csv files and figures (``analysis/sweep_summary.py``)
+and the features' pages (``Feature.pages``: report.html). A feature adds its columns, sections
+and figures through its ``Feature.report`` hook (``conf/features.py``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``report.html``: every number recorded for a sweep (or one run) on one page that a browser
-opens from disk: one rendering of its report (``analysis/report.py``). A Jinja2 template with
-autoescaping, so every string that comes from a run (errors, labels, file names, swept values)
-is shown as text; its images are data URIs and its only script sorts the table and picks a
-heatmap.
+opens from disk: one rendering of its report (``analysis/report.py``), written by
+``write_page``, this feature's ``Feature.pages`` hook. A Jinja2 template with autoescaping, so
+every string that comes from a run (errors, labels, file names, swept values) is shown as
+text; its images are data URIs and its only script sorts the table and picks a heatmap.
 """
 
 from __future__ import annotations

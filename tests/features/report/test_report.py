@@ -19,12 +19,12 @@ import matplotlib.image
 import pytest
 
 from analysis.report import build_report
-from analysis.report_page import REPORT_FILE, write_page, write_report
 from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_summary_files
 from common.provenance import code_version
-from tests.browser import CHROMIUM, Browser
+from features.report.page import REPORT_FILE, write_page, write_report
 from tests.conftest import ROOT, TINY, compose_config, train_py
+from tests.features.report.browser import CHROMIUM, Browser
 from train import run
 
 SWEEP = ["model.dropout=0.0,0.1", "seed=1,2"]
