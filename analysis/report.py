@@ -1,7 +1,7 @@
 """The report of a sweep directory or of one run directory, built once from the records alone
-for its two renderings: ``summary.md`` with its csv files and figures
-(``analysis/sweep_summary.py``) and ``report.html`` (``analysis/report_page.py``). A feature adds
-its columns, sections and figures through its ``Feature.report`` hook (``conf/features.py``).
+for its renderings: ``summary.md`` with its csv files and figures (``analysis/sweep_summary.py``)
+and the features' pages (``Feature.pages``: report.html). A feature adds its columns, sections
+and figures through its ``Feature.report`` hook (``conf/features.py``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,9 @@ from typing import Any
 
 import yaml
 
-from analysis.plots import Heatmap, draw_heatmap, heatmap, plot_curves
+from analysis.plots import draw_heatmap, heatmap, plot_curves
 from analysis.records import warn
-from analysis.report_columns import (
-    Cell,
-    Column,
-    Ranking,
-    column_cells,
-    ranking,
-    run_columns,
-    run_records,
-)
+from analysis.report_columns import Column, Ranking, ranking, run_columns, run_records
 from analysis.run_record import collect_runs, has_record, read_run
 from analysis.summary import (
     REPLICATE_KEY,
@@ -67,8 +59,6 @@ class Report:
     mixed: str | None  # the line naming runs on other code or library versions
     columns: list[Column]
     records: list[tuple[str, dict[str, Any]]]  # (run, evaluation record), in the order they count
-    cells: list[list[Cell]] = field(default_factory=list)  # [column][configuration]
-    heatmaps: list[Heatmap] = field(default_factory=list)  # one per judged column
     figures: list[Figure] = field(default_factory=list)
     # What features add (Feature.report): a sentence saying the configurations were sampled,
     # one run each (an Optuna search's trials: no heatmap, no call for seeds), sentences
@@ -124,14 +114,6 @@ def build_report(path: Path, target_loss: float | None = None) -> Report | None:
     for feature in features():
         if feature.report:
             hook(feature.report)(report)
-    grouped = [column_cells(column, runs, keys) for column in report.columns]
-    report.cells = [cells for _, cells in grouped]
-    if keys and report.sampled is None:  # sampled values fill a cell per row and column
-        report.heatmaps = [
-            heatmap(grouped_configs, keys, column.title, column.key)
-            for column, (grouped_configs, cells) in zip(report.columns, grouped, strict=True)
-            if column.judged and any(c.mean is not None for c in cells)
-        ]
     report.figures = [*_figures(report), *report.figures]
     return report
 

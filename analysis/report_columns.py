@@ -1,7 +1,7 @@
 """The columns of a report's table: every metric recorded for a sweep's runs (or one run),
 each a value per run, read from the runs' records and their ``eval.jsonl`` files. A record
 belongs to the run whose directory holds its checkpoint; of two records for one run and column,
-the later one counts (a file read later, or a later line). Each column is then grouped by
+the later one counts (a file read later, or a later line). The page groups each column by
 configuration over seeds exactly as the summary groups the best validation loss.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from analysis.records import RESULTS_FILE, read_records
 from analysis.run_record import Status, has_record
-from analysis.summary import MEANS, Configuration, configuration_rows, group_runs
+from analysis.summary import MEANS
 from analysis.time_to_target import first_reached
 
 # A pretraining run's results, as runs.csv lists them.
@@ -67,19 +67,6 @@ class Column:
         return self.higher_is_better is not None
 
 
-@dataclass
-class Cell:
-    """A column's statistics for one configuration (``configuration_rows``' row)."""
-
-    mean: float | None
-    std: float | None
-    n: int
-    best: bool
-    exceeds_2se: bool | None
-    holm_p: float | None
-    holm_significant: bool | None
-
-
 def run_columns(
     runs: Sequence[dict[str, Any]],
     ranked: Ranking,
@@ -111,29 +98,6 @@ def run_columns(
         for key, title, group, higher, value in _record_columns(record):
             put(key, title, group, higher, name, value)
     return list(columns.values())
-
-
-def column_cells(
-    column: Column, runs: Sequence[dict[str, Any]], keys: Sequence[str]
-) -> tuple[list[Configuration], list[Cell]]:
-    """``column`` grouped by configuration over ``keys``: the configurations and their cells."""
-    valued = [{**run, column.key: column.values.get(run["run"])} for run in runs]
-    higher = bool(column.higher_is_better)
-    configs = group_runs(valued, keys, metric=column.key, higher_is_better=higher)
-    rows = configuration_rows(configs, means=())
-    cells = [
-        Cell(
-            mean=row["best_val_loss_mean"],
-            std=row["best_val_loss_std"],
-            n=row["n"],
-            best=column.judged and row["is_best"],
-            exceeds_2se=row["exceeds_2se"] if column.judged else None,
-            holm_p=row["holm_p"] if column.judged else None,
-            holm_significant=row["holm_significant"] if column.judged else None,
-        )
-        for row in rows
-    ]
-    return configs, cells
 
 
 def run_records(root: Path, runs: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

@@ -60,6 +60,9 @@ class Feature:
         (``data/datamodule.py``): ``prepare_stream(cfg, arch, tokenizer_json, whole)``, the
         ``Prepared`` evaluation splits and tokenizer, and ``stream_loader(cfg, tokenizer, arch,
         max_seq_len, collate)``, the train loader.
+    pages: ``(report) -> Path``, called by ``modes.report.refresh`` whenever a run or sweep
+        directory's report changes (a run or sweep ended, a command added records): renders
+        the built ``analysis.report.Report`` as a page in its directory, the file returned.
     """
 
     name: str
@@ -78,6 +81,7 @@ class Feature:
     moved_keys: Mapping[str, str] = field(default_factory=dict)
     report: str | None = None
     data_stream: str | None = None
+    pages: str | None = None
 
 
 @functools.cache
@@ -173,3 +177,8 @@ def data_stream() -> ModuleType | None:
     """The module of the feature that streams data (``Feature.data_stream``), if one does."""
     target = next((f.data_stream for f in features() if f.data_stream), None)
     return importlib.import_module(target) if target else None
+
+
+def pages() -> list[Callable[[Any], Path]]:
+    """The features' ``pages`` hooks: each renders a built report as the file it returns."""
+    return [hook(f.pages) for f in features() if f.pages]

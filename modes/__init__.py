@@ -14,7 +14,6 @@ MODES = {
     "eval": "modes.eval",
     "generate": "modes.generate",
     "export": "modes.export",
-    "report": "modes.report",
 }
 
 

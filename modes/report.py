@@ -1,5 +1,6 @@
-"""``mode=report``: rebuild ``report.html`` of a run or sweep directory; and ``refresh``, which
-every command that adds records to a directory calls to write its page again."""
+"""What every command that adds records to a run or sweep directory calls: ``save_evaluations``
+writes an evaluation's records, ``refresh`` renders the directory's report again with the
+features' pages (``Feature.pages``: ``report.html``)."""
 
 from __future__ import annotations
 
@@ -8,27 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.records import RESULTS_FILE, append_records, warn
-from analysis.run_record import has_record, record_path
-from conf.schema import Settings
+from analysis.run_record import has_record
+from conf.features import pages
 
 if TYPE_CHECKING:  # the report's modules load matplotlib: only when a page is drawn
     from analysis.report import Report
-
-
-def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
-    from analysis.report_page import write_report  # matplotlib: only when a page is drawn
-
-    target = Path(settings.job.ckpt_path)
-    where = report_dir(target)
-    written = write_report(where, settings.summary.target_loss) if where else None
-    if written is None:
-        raise ValueError(
-            f"ckpt_path={target} holds no run: pass a run directory (with a "
-            f"{record_path().name}), a sweep directory (its runs below it) or a checkpoint "
-            "inside a run directory"
-        )
-    print(f"tinylm: wrote {written}")
-    return {"report": str(written)}
 
 
 def report_dir(path: Path) -> Path | None:
@@ -54,20 +39,23 @@ def save_evaluations(
 
 
 def refresh(path: Path, target_loss: float | None = None, report: Report | None = None) -> None:
-    """Write the page of ``path`` again (of ``report`` when built already), and say so; a page
-    that cannot be written is a warning, never the end of the command."""
-    from analysis.report_page import write_page, write_report  # matplotlib: only when drawn
-
+    """Write the pages of ``path`` again (of ``report`` when built already), and say so; a page
+    that cannot be written is a warning, never the end of the command. No feature renders a
+    page: nothing to build."""
     where = report_dir(Path(path))
-    if where is None:
+    renderers = pages()
+    if where is None or not renderers:
         return
+    from analysis.report import build_report  # matplotlib: only when a page is drawn
+
     try:
-        written = write_report(where, target_loss) if report is None else write_page(report)
+        report = build_report(where, target_loss) if report is None else report
+        written = [render(report) for render in renderers] if report is not None else []
     except Exception as err:  # the results are written already: the page must not lose them
         warn(
-            f"report.html of {where} was not written ({type(err).__name__}: {err}); rebuild it "
+            f"the page of {where} was not written ({type(err).__name__}: {err}); rebuild it "
             f"with: python train.py mode=report ckpt_path={where}"
         )
         return
-    if written:
-        print(f"tinylm: wrote {written}")
+    for page in written:
+        print(f"tinylm: wrote {page}")

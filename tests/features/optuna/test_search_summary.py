@@ -9,9 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
-from analysis.report_page import write_report
 from analysis.run_record import write_record
 from analysis.sweep_summary import write_sweep_summary
 from features.optuna.report import best_so_far
@@ -151,12 +151,13 @@ def test_a_search_record_beside_another_sweeper_is_not_read(tmp_path: Path) -> N
 
 
 def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
+    page = pytest.importorskip("features.report.page", reason="the report page is a feature")
     sweeper = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
     (tmp_path / "multirun.yaml").write_text(f"hydra:\n  sweeper:\n    _target_: {sweeper}\n")
     for trial, (lr, loss) in enumerate([("0.001", 5.0), ("0.003", 4.5), ("0.01", None)]):
         status = {"status": "completed", "best_val_loss": loss} if loss else {"status": "failed"}
         write_record(tmp_path / str(trial), {**status, "overrides": {"optim.lr": lr}})
-    html = write_report(tmp_path).read_text()
+    html = page.write_report(tmp_path).read_text()
     assert "search history" in html and 'id="heatmap-choice"' not in html
     assert "2 completed" in html and "1 failed" in html
 

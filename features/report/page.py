@@ -1,8 +1,8 @@
 """``report.html``: every number recorded for a sweep (or one run) on one page that a browser
-opens from disk: one rendering of its report (``analysis/report.py``). A Jinja2 template with
-autoescaping, so every string that comes from a run (errors, labels, file names, swept values)
-is shown as text; its images are data URIs and its only script sorts the table and picks a
-heatmap.
+opens from disk: one rendering of its report (``analysis/report.py``), written by
+``write_page``, this feature's ``Feature.pages`` hook. A Jinja2 template with autoescaping, so
+every string that comes from a run (errors, labels, file names, swept values) is shown as
+text; its images are data URIs and its only script sorts the table and picks a heatmap.
 """
 
 from __future__ import annotations
@@ -13,14 +13,18 @@ import json
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from analysis.plots import Heatmap, heatmap
 from analysis.records import RESULTS_FILE
 from analysis.report import Report, build_report
+from analysis.report_columns import Column
 from analysis.run_record import Status, record_path
+from analysis.summary import Configuration, configuration_rows, group_runs
 from common.files import write_text_atomically
 from common.provenance import code_label
 
@@ -28,6 +32,19 @@ REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
 STATUSES = (Status.COMPLETED, Status.FAILED, Status.PRUNED)  # always counted, even at zero
 COMPUTE = ("steps", "tokens", "flops", "seconds")
+
+
+@dataclass
+class Cell:
+    """A column's statistics for one configuration (``configuration_rows``' row)."""
+
+    mean: float | None
+    std: float | None
+    n: int
+    best: bool
+    exceeds_2se: bool | None
+    holm_p: float | None
+    holm_significant: bool | None
 
 
 def write_report(path: Path, target_loss: float | None = None) -> Path | None:
@@ -45,6 +62,7 @@ def write_page(report: Report) -> Path:
 def page_context(report: Report) -> dict[str, Any]:
     """What the template shows."""
     runs, single = report.runs, report.single
+    grouped = column_groups(report)
     return {
         "title": f"{'Run' if single else 'Sweep'} {report.root}",
         "swept": {
@@ -57,8 +75,8 @@ def page_context(report: Report) -> dict[str, Any]:
         "keys": report.keys,
         "columns": report.columns,
         # each configuration with its cell in each column
-        "rows": [(c, [column[i] for column in report.cells]) for i, c in enumerate(report.configs)],
-        "heatmaps": report.heatmaps,
+        "rows": [(c, [cells[i] for _, cells in grouped]) for i, c in enumerate(report.configs)],
+        "heatmaps": heatmaps(report, grouped),
         "figures": [(f.title, svg_uri(f.draw)) for f in report.figures if f.on_page],
         "failed": [r for r in runs if r.get("status") == Status.FAILED],
         "runs": [_run_entry(r, single, report.run_files) for r in runs],
@@ -66,6 +84,48 @@ def page_context(report: Report) -> dict[str, Any]:
         "sample": runs[0].get("sample") if single else None,
         "target_loss": report.target_loss,
     }
+
+
+def column_groups(report: Report) -> list[tuple[list[Configuration], list[Cell]]]:
+    """Each column of ``report`` grouped by configuration: its configurations and cells."""
+    return [column_cells(column, report.runs, report.keys) for column in report.columns]
+
+
+def column_cells(
+    column: Column, runs: Sequence[dict[str, Any]], keys: Sequence[str]
+) -> tuple[list[Configuration], list[Cell]]:
+    """``column`` grouped by configuration over ``keys``: the configurations and their cells."""
+    valued = [{**run, column.key: column.values.get(run["run"])} for run in runs]
+    higher = bool(column.higher_is_better)
+    configs = group_runs(valued, keys, metric=column.key, higher_is_better=higher)
+    rows = configuration_rows(configs, means=())
+    cells = [
+        Cell(
+            mean=row["best_val_loss_mean"],
+            std=row["best_val_loss_std"],
+            n=row["n"],
+            best=column.judged and row["is_best"],
+            exceeds_2se=row["exceeds_2se"] if column.judged else None,
+            holm_p=row["holm_p"] if column.judged else None,
+            holm_significant=row["holm_significant"] if column.judged else None,
+        )
+        for row in rows
+    ]
+    return configs, cells
+
+
+def heatmaps(
+    report: Report, grouped: Sequence[tuple[list[Configuration], list[Cell]]]
+) -> list[Heatmap]:
+    """One per judged column with a value (``grouped``: ``column_groups(report)``), over the
+    swept keys; none for sampled configurations (their values fill a cell per row and column)."""
+    if not report.keys or report.sampled is not None:
+        return []
+    return [
+        heatmap(configs, report.keys, column.title, column.key)
+        for column, (configs, cells) in zip(report.columns, grouped, strict=True)
+        if column.judged and any(c.mean is not None for c in cells)
+    ]
 
 
 def svg_uri(draw: Callable[[Path], Path]) -> str:

@@ -19,12 +19,18 @@ import matplotlib.image
 import pytest
 
 from analysis.report import build_report
-from analysis.report_page import REPORT_FILE, write_page, write_report
 from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_summary_files
 from common.provenance import code_version
-from tests.browser import CHROMIUM, Browser
+from features.report.page import (
+    REPORT_FILE,
+    column_groups,
+    heatmaps,
+    write_page,
+    write_report,
+)
 from tests.conftest import ROOT, TINY, compose_config, train_py
+from tests.features.report.browser import CHROMIUM, Browser
 from train import run
 
 SWEEP = ["model.dropout=0.0,0.1", "seed=1,2"]
@@ -320,7 +326,7 @@ def test_the_heatmap_is_one_object_the_summary_draws_and_the_page_shows(tmp_path
         record = {"status": "completed", "best_val_loss": loss} if loss else {"status": "failed"}
         write_record(tmp_path / str(job), {**record, "overrides": overrides})
     report = build_report(tmp_path)
-    (heatmap,) = report.heatmaps
+    (heatmap,) = heatmaps(report, column_groups(report))
     assert (heatmap.key, heatmap.row_values, heatmap.col_values) == (
         "best_val_loss",
         ["1", "2", "4"],
