@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.run_record import write_record
+from analysis.run_record import Status, run_record, write_record
 from analysis.sweep_summary import write_sweep_summary
 from conf.command_line import check_command_line
+from features.optuna import checks
 from features.optuna.checks import check_search
 from features.optuna.trial import OPTUNA_SEARCH
 from tests.conftest import TINY
@@ -392,8 +393,10 @@ def test_a_known_search_space_passes_the_command_line_check() -> None:
 
 
 def _hydra(*overrides: str, **settings: object) -> DictConfig:
-    """The Hydra config of an Optuna search with ``settings`` and command-line ``overrides``."""
-    sweeper = {"_target_": OPTUNA_SEARCH, **settings}
+    """The Hydra config of an Optuna search with ``settings`` (the others the sweeper's
+    defaults) and command-line ``overrides``."""
+    defaults = OmegaConf.load(Path(checks.__file__).parent / "conf/hydra/sweeper/optuna.yaml")
+    sweeper = {**defaults, "_target_": OPTUNA_SEARCH, **settings}
     return OmegaConf.create({"sweeper": sweeper, "overrides": {"task": list(overrides)}})
 
 
@@ -433,6 +436,41 @@ def test_an_objective_the_jobs_do_not_record_is_named_with_what_they_record() ->
         message
     )
     assert "best_val_loss, params, seconds, steps" in message
+
+
+def test_every_objective_a_record_can_hold_passes_and_a_mistyped_one_is_refused() -> None:
+    numbers = [k for k in checks.OBJECTIVES if k not in checks.CONSUMED]
+    record = run_record(
+        Status.COMPLETED,
+        scores={"val_accuracy": 0.5, "test_mcc": 0.25},
+        consumed=dict.fromkeys(checks.CONSUMED, 2),
+        **dict.fromkeys(numbers, 1),
+    )
+    valid = [*checks.OBJECTIVES, "val_accuracy", "test_mcc"]
+    check_search(_hydra(objectives=valid))
+    # What the check lets through is what the search reads from a job's record.
+    values = [1.0] * len(numbers) + [2.0] * len(checks.CONSUMED) + [0.5, 0.25]
+    assert studies.objective_values(record, valid) == values
+    with pytest.raises(ValueError) as raised:
+        check_search(_hydra(objectives=["best_val_loss", "best_val_losss"]))
+    assert str(raised.value) == (
+        "hydra.sweeper.objectives: best_val_losss is not a number that a job records (did you "
+        f"mean best_val_loss?); give some of: {', '.join(checks.OBJECTIVES)}, or a fine-tune's "
+        "score (val_NAME, test_NAME)"
+    )
+    with pytest.raises(ValueError, match=r"^hydra.sweeper.objectives=params is not a list: give "):
+        check_search(_hydra(objectives="params"))
+
+
+@pytest.mark.parametrize("key", list(checks.COUNTS))
+@pytest.mark.parametrize("value", [0, -1, 2.5, "ten"])
+def test_a_count_of_the_sweeper_below_one_or_not_whole_is_refused(key: str, value: object) -> None:
+    check_search(_hydra(**{key: 1}))
+    with pytest.raises(ValueError) as raised:
+        check_search(_hydra(**{key: value}))
+    assert str(raised.value) == (
+        f"hydra.sweeper.{key}={value}: give {checks.COUNTS[key]}, a whole number from 1"
+    )
 
 
 def _study_of_another_search(tmp_path: Path) -> list[str]:
@@ -476,6 +514,16 @@ def _study_of_another_search(tmp_path: Path) -> list[str]:
         (
             ["experiment=search"],
             "hydra.sweeper.params: unknown key(s) optim.lrr (did you mean optim.lr?)",
+        ),
+        (
+            ["hydra.sweeper.objectives=[best_val_losss]"],
+            "hydra.sweeper.objectives: best_val_losss is not a number that a job records (did "
+            "you mean best_val_loss?); give some of: seed, step, best_val_loss, ",
+        ),
+        (
+            ["hydra.sweeper.n_trials=0"],
+            "hydra.sweeper.n_trials=0: give the number of trials the search finishes, a whole "
+            "number from 1",
         ),
         (
             ["OTHER_STUDY"],
