@@ -83,7 +83,7 @@ class RunRecord(TypedDict, total=False):
 
 
 FIELDS = tuple(RunRecord.__annotations__)
-_SCORE_PREFIXES = ("val_", "test_")
+SCORE_PREFIXES = ("val_", "test_")  # a fine-tune's scores: val_NAME, test_NAME
 # The types of the fields that summaries, plots and sweep re-runs read.
 _TEXT_FIELDS = ("status", "error")
 _MAPPING_FIELDS = ("overrides", "config", "consumed")
@@ -110,7 +110,7 @@ def run_record(status: Status, scores: Mapping[str, Any] | None = None, **fields
     unknown = sorted(set(fields) - set(FIELDS[1:]))
     if unknown:
         raise TypeError(f"a run record has no field {', '.join(unknown)}")
-    odd = sorted(k for k in scores if k in fields or not k.startswith(_SCORE_PREFIXES))
+    odd = sorted(k for k in scores if k in fields or not k.startswith(SCORE_PREFIXES))
     if odd:
         raise TypeError(f"scores {', '.join(odd)} are not val_/test_ metrics beside the fields")
     record: dict[str, Any] = {"status": Status(status)}

@@ -52,6 +52,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         )
         if done is not None:
             return done
+    settings = native_precision(settings)  # before any work: it may refuse the precision
     L.seed_everything(settings.job.seed, workers=True, verbose=False)
     trained = read_checkpoint(resume)["hyper_parameters"] if resume else None
     if trained:
@@ -91,7 +92,6 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             f"({counts['params_with_embeddings']:,} with embeddings), run dir {out_dir}"
         )
 
-    settings = native_precision(settings)
     trainer = training_trainer(settings, out_dir, callbacks)
     apply_budget(settings, trainer, model_config, task.flops_per_token)
     if settings.trainer.compile:

@@ -1,6 +1,8 @@
 """The precision a job runs in: ``trainer=cpu``'s ``bf16-mixed`` where the CPU runs bfloat16
 natively (docs/benchmarks.md: 1.4x faster), ``32-true`` where it would only emulate it, slower
-than float32. A ``trainer.precision`` typed on the command line is kept.
+than float32. A ``trainer.precision`` typed on the command line is kept. ``16-mixed`` on a CPU
+found by ``trainer.accelerator=auto`` is refused, as ``conf/`` refuses it with ``cpu``: Lightning
+would train in ``bf16-mixed`` instead, other numbers than those asked for and recorded.
 """
 
 from __future__ import annotations
@@ -30,8 +32,16 @@ def _on_cpu(accelerator: str) -> bool:
 
 def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
     """``settings`` with a preset's ``bf16-mixed`` turned into ``32-true`` on a CPU without
-    native bfloat16, and the note that says so (None when nothing changed)."""
+    native bfloat16, and the note that says so (None when nothing changed); ``16-mixed`` on a
+    CPU is a ValueError."""
     trainer = settings.trainer
+    if trainer.precision == "16-mixed" and _on_cpu(trainer.accelerator):
+        raise ValueError(
+            f"trainer.precision=16-mixed (float16 with a gradient scaler) needs a GPU, and "
+            f"trainer.accelerator={trainer.accelerator} found none; on the CPU use "
+            "trainer.precision=bf16-mixed or 32-true, or give trainer.accelerator=gpu on a "
+            "machine with one"
+        )
     if (
         trainer.precision != "bf16-mixed"
         or "trainer.precision" in settings.overrides

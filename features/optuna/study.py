@@ -16,6 +16,7 @@ from typing import Any
 
 import optuna
 from analysis.run_record import record_path
+from features.optuna.checks import CONSUMED
 from models.config import closest
 from optuna.trial import FrozenTrial, TrialState
 
@@ -23,8 +24,6 @@ from optuna.trial import FrozenTrial, TrialState
 # resume rests on them, and its tests say when their interface changes.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-# Objective names that read a job's consumed compute (its record's "consumed").
-CONSUMED = ("steps", "tokens", "flops", "seconds")
 # Objectives whose every value is a loss: minimised or nothing.
 LOSSES = ("best_val_loss", "val_loss")
 SAMPLERS = {

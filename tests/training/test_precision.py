@@ -138,6 +138,22 @@ def test_16_mixed_on_the_cpu_is_one_line_naming_bf16_mixed(make_cfg) -> None:
         run(make_cfg("trainer.precision=16-mixed"))
 
 
+def test_16_mixed_on_a_cpu_found_by_accelerator_auto_is_refused_before_any_work(
+    make_cfg, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Lightning would train in bf16-mixed instead, and the record would say 16-mixed.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = make_cfg("trainer.precision=16-mixed", "trainer.accelerator=auto", *SHORT)
+    with pytest.raises(ValueError) as raised:
+        run(cfg)
+    assert str(raised.value) == (
+        "trainer.precision=16-mixed (float16 with a gradient scaler) needs a GPU, and "
+        "trainer.accelerator=auto found none; on the CPU use trainer.precision=bf16-mixed or "
+        "32-true, or give trainer.accelerator=gpu on a machine with one"
+    )
+    assert not (tmp_path / "run").exists()  # no tokenizer, no checkpoint, no record
+
+
 def _preset(*overrides: str) -> DictConfig:
     """The config tree as presets make it, without TINY (whose 32-true would hide theirs)."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

@@ -18,12 +18,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from analysis.run_record import write_record
 from analysis.sweep_summary import write_sweep_summary
 from conf.command_line import check_command_line
-from features.optuna.checks import check_search
 from features.optuna.trial import OPTUNA_SEARCH
 from tests.conftest import TINY
 
@@ -391,38 +390,6 @@ def test_a_known_search_space_passes_the_command_line_check() -> None:
     check_command_line(["-m", "hydra/sweeper=optuna", *LR_AND_DROPOUT, "model=choice(gpt,bert)"])
 
 
-def _hydra(*overrides: str, **settings: object) -> DictConfig:
-    """The Hydra config of an Optuna search with ``settings`` and command-line ``overrides``."""
-    sweeper = {"_target_": OPTUNA_SEARCH, **settings}
-    return OmegaConf.create({"sweeper": sweeper, "overrides": {"task": list(overrides)}})
-
-
-def test_search_space_in_a_config_file_is_checked() -> None:
-    check_search(_hydra(params={"optim.lr": "interval(1e-4,1e-2)"}))
-    with pytest.raises(ValueError, match=r"hydra.sweeper.params: .*did you mean optim.lr\?"):
-        check_search(_hydra(params={"optim.lrr": "interval(1e-4,1e-2)"}))
-
-
-def test_a_group_of_the_config_dir_may_be_searched(tmp_path: Path) -> None:
-    for choice in ("small", "large"):
-        (tmp_path / "size" / f"{choice}.yaml").parent.mkdir(exist_ok=True)
-        (tmp_path / "size" / f"{choice}.yaml").write_text("# @package _global_\n")
-    search = _hydra(params={"size": "choice(small,large)"})
-    with pytest.raises(ValueError, match="unknown key"):
-        check_search(search)  # conf/ alone has no group size
-    sources = [{"path": str(tmp_path), "schema": "file", "provider": "command-line"}]
-    search.runtime = {"config_sources": sources}
-    check_search(search)
-
-
-def test_a_key_searched_and_fixed_on_the_command_line_is_refused() -> None:
-    check_search(_hydra("optim.lr=interval(1e-4,1e-2)", "model.dropout=0.1"))
-    with pytest.raises(
-        ValueError, match=r"optim.lr=3e-3 and optim.lr=interval\(.*not search optim"
-    ):
-        check_search(_hydra("optim.lr=3e-3", "optim.lr=interval(1e-4,1e-2)"))
-
-
 def test_an_objective_the_jobs_do_not_record_is_named_with_what_they_record() -> None:
     metrics = {"best_val_loss": 2.5, "params": 1000, "consumed": {"steps": 4, "seconds": 1.5}}
     assert studies.objective_values(metrics, ["params", "seconds"]) == [1000.0, 1.5]
@@ -476,6 +443,16 @@ def _study_of_another_search(tmp_path: Path) -> list[str]:
         (
             ["experiment=search"],
             "hydra.sweeper.params: unknown key(s) optim.lrr (did you mean optim.lr?)",
+        ),
+        (
+            ["hydra.sweeper.objectives=[best_val_losss]"],
+            "hydra.sweeper.objectives: best_val_losss is not a number that a job records (did "
+            "you mean best_val_loss?); give some of: seed, step, best_val_loss, ",
+        ),
+        (
+            ["hydra.sweeper.n_trials=0"],
+            "hydra.sweeper.n_trials=0: give the number of trials the search finishes, a whole "
+            "number from 1",
         ),
         (
             ["OTHER_STUDY"],
