@@ -47,7 +47,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / ".mutmut"
 # What a copy needs: every package the tests import (tests/ and pyproject.toml mutmut copies
 # into mutants/ itself, from the copy).
-PACKAGES = ("analysis", "common", "conf", "data", "models", "modes", "training")
+PACKAGES = (
+    *("analysis", "common", "conf", "data", "features", "hydra_plugins", "models", "modes"),
+    "training",
+)
 FILES = ("train.py",)
 
 _EVAL_OVER_A_SWEEP = "tests/test_sweeps.py::test_eval_over_a_sweep_groups_seeds_as_the_summary_does"
