@@ -7,6 +7,7 @@ is attached: the data pipeline adds [CLS]/[SEP] itself, so `encode` returns plai
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ ROLE_NAMES = {
     "mask": ("[MASK]", "<mask>"),
 }
 TOKENIZER_FILE = "tokenizer.json"
+# A kind's training recipe, in its cache key: bumped when the recipe changes, so that a
+# tokenizer cached by the old one is retrained, not reused. wordpiece 2: deterministic.
+RECIPE_VERSIONS = {"wordpiece": 2}
 
 
 @dataclass(frozen=True)
@@ -87,15 +91,7 @@ def train_tokenizer(kind: str, texts: Iterable[list[str]], vocab_size: int) -> T
             show_progress=False,
         )
     elif kind == "wordpiece":
-        # BERT's recipe, cased: whitespace and punctuation split words, so decoding
-        # restores the characters but not the exact spacing.
-        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
-        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tokenizer.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, special_tokens=list(BASE_SPECIALS), show_progress=False
-        )
+        return _train_wordpiece(texts, vocab_size)
     elif kind == "char":
         # One token per character (newlines included); characters unseen in training -> [UNK].
         tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
@@ -107,6 +103,43 @@ def train_tokenizer(kind: str, texts: Iterable[list[str]], vocab_size: int) -> T
     else:
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose bpe, wordpiece or char")
     tokenizer.train_from_iterator(texts, trainer=trainer)
+    ensure_special_tokens(tokenizer)
+    return tokenizer
+
+
+def _wordpiece() -> Tokenizer:
+    # BERT's recipe, cased: whitespace and punctuation split words, so decoding
+    # restores the characters but not the exact spacing.
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer
+
+
+def _train_wordpiece(texts: Iterable[list[str]], vocab_size: int) -> Tokenizer:
+    """WordPiece, the same on every run. The trainer gives a continuing token (``##c``) its id
+    when it first meets it in a hash map's random order, and ids break ties between merges of
+    equal count (huggingface/tokenizers#1794), so it picks different merges run to run. A
+    first pass that stops before merging finds the continuing tokens; the second gets them,
+    sorted, as special tokens (fixed ids from the start), which are then made plain vocabulary
+    again, so that "##c" in a text is not matched whole."""
+    texts = list(texts)  # bounded by data.tokenizer_sample_bytes; read twice
+    probe = _wordpiece()
+    probe.train_from_iterator(
+        texts, trainer=trainers.WordPieceTrainer(vocab_size=0, show_progress=False)
+    )
+    continuing = sorted(token for token in probe.get_vocab() if token.startswith("##"))
+    tokenizer = _wordpiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[*BASE_SPECIALS, *continuing],
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    state = json.loads(tokenizer.to_str())
+    state["added_tokens"] = [t for t in state["added_tokens"] if t["content"] in BASE_SPECIALS]
+    tokenizer = Tokenizer.from_str(json.dumps(state))
     ensure_special_tokens(tokenizer)
     return tokenizer
 
@@ -135,7 +168,9 @@ def tokenizer_key(
     kind: str, vocab_size: int, corpus_key: str, sample: tuple[object, ...] = ()
 ) -> str:
     """Names a trained tokenizer in the cache (see `cached_trained_tokenizer`)."""
-    return stable_hash(kind, vocab_size, corpus_key, *sample)
+    version = RECIPE_VERSIONS.get(kind, 1)
+    recipe = () if version == 1 else (("recipe", version),)  # 1: the key of earlier versions
+    return stable_hash(kind, vocab_size, corpus_key, *sample, *recipe)
 
 
 def load_tokenizer(spec: str) -> Tokenizer:

@@ -3,17 +3,21 @@ architectures need, save and load as tokenizer.json; a Hub name offline fails fa
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+from common.files import stable_hash
 from data.tokenizer import (
     EOS_TOKEN,
     load_tokenizer,
     save_tokenizer,
     special_tokens_of,
     tokenizer_from_json,
+    tokenizer_key,
     train_tokenizer,
 )
 from tests.corpora import make_paragraphs
@@ -93,3 +97,46 @@ def test_hub_tokenizer_name_offline_fails_fast(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConnectionError, match="openai-community/gpt2.*tokenizer.json"):
         load_tokenizer("openai-community/gpt2")
+
+
+# Trains in a fresh interpreter: the trainer's hash maps are seeded per process, so only
+# separate processes show whether the result depends on that seed.
+_TRAIN_IN_A_FRESH_PROCESS = """
+import hashlib, random
+from data.tokenizer import train_tokenizer
+rng = random.Random(0)
+words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 9))) for _ in range(600)]
+texts = [" ".join(rng.choice(words) for _ in range(30)) for _ in range(300)]
+tokenizer = train_tokenizer("wordpiece", [texts], 400)
+print(hashlib.sha256(tokenizer.to_str().encode()).hexdigest())
+"""
+
+
+def test_wordpiece_training_is_the_same_in_every_process() -> None:
+    # huggingface/tokenizers#1794: the trainer breaks ties between merges by ids that it gives
+    # continuing tokens (##c) in a hash map's per-process order.
+    root = Path(__file__).resolve().parents[2]
+    hashes = {
+        subprocess.run(
+            [sys.executable, "-c", _TRAIN_IN_A_FRESH_PROCESS],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for _ in range(3)
+    }
+    assert len(hashes) == 1
+
+
+def test_wordpiece_continuing_tokens_are_plain_vocabulary(trained: dict[str, Tokenizer]) -> None:
+    wordpiece = trained["wordpiece"]
+    added = {token.content for token in wordpiece.get_added_tokens_decoder().values()}
+    assert added == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+    assert any(token.startswith("##") for token in wordpiece.get_vocab())
+    assert wordpiece.encode("##t").tokens == ["#", "#", "t"]  # "##t" is not matched whole
+
+
+def test_a_wordpiece_cached_by_the_old_recipe_is_not_reused() -> None:
+    assert tokenizer_key("wordpiece", 2048, "k") != stable_hash("wordpiece", 2048, "k")
+    assert tokenizer_key("bpe", 2048, "k") == stable_hash("bpe", 2048, "k")  # unchanged recipe
