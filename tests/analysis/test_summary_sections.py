@@ -224,3 +224,26 @@ def test_runs_on_other_code_are_named_after_the_explanation(tmp_path: Path) -> N
     assert summary_md(tmp_path).startswith(
         f"# Sweep {tmp_path}\n\n{expected}\n\n{provenance}\n\n## Configurations\n\n"
     )
+
+
+# --- what features add ------------------------------------------------------------------------
+
+
+def two_notes(report) -> None:
+    """A feature's ``report`` hook that adds two sentences."""
+    report.notes.extend(["First note.", "Second note."])
+
+
+def test_a_features_sentences_follow_the_explanation_in_order(monkeypatch, tmp_path: Path) -> None:
+    import analysis.report
+    from conf.features import Feature
+
+    planted = Feature(name="notes", report="tests.analysis.test_summary_sections:two_notes")
+    monkeypatch.setattr(analysis.report, "features", lambda: (planted,))
+    for job, loss in enumerate((2.0, 2.2, 2.4)):
+        write_record(tmp_path / str(job), hand_made_run(loss, str(job + 1)))
+    write_sweep_summary(tmp_path)
+    expected = explanation(3, 1, "best_val_loss", "the 0 comparisons", "")
+    assert summary_md(tmp_path).startswith(
+        f"# Sweep {tmp_path}\n\n{expected} First note. Second note.\n\n"
+    )

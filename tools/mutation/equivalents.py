@@ -522,9 +522,8 @@ ANALYSIS = (
         "_write_csv",
         'writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")',
         'extrasaction="ignore"',
-        ("", 'extrasaction="IGNORE"'),
-        "every row written is built from the columns, so it holds no extra key to ignore or "
-        "raise on (and DictWriter lower-cases the option)",
+        ('extrasaction="IGNORE"',),
+        "DictWriter lower-cases the option",
     ),
     *true_flag_variants(
         "analysis/report.py",
@@ -533,6 +532,18 @@ ANALYSIS = (
         "strict",
         "target_rows(configs, ...) returns one row per configuration, as configuration_rows "
         "does: the lengths always agree",
+    ),
+)
+
+SIGNIFICANCE = (
+    Equivalent(
+        "analysis/significance.py",
+        "welch_p_value",
+        "test = stats.ttest_ind_from_stats(mean_a, std_a, len(a), mean_b, std_b, len(b), "
+        "equal_var=False)",
+        "test = stats.ttest_ind_from_stats(mean_a, std_a, len(a), mean_b, std_b, len(b), "
+        "equal_var=None)",
+        "scipy reads equal_var as a truth value: None, like False, asks for Welch's test",
     ),
 )
 
@@ -559,5 +570,6 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     *HEADS,
     *HARNESS,
     *ANALYSIS,
+    *SIGNIFICANCE,
     *OPTUNA,
 )

@@ -86,6 +86,10 @@ TESTS: dict[str, tuple[str, ...]] = {
         _EVAL_OVER_A_SWEEP,
         "tests/modes/test_eval_records.py",
         "tests/modes/test_eval_dispatch.py",
+        # The features' hooks in eval (a checkpoint handed over, fields a scoring adds) are
+        # checked by the features that plug into them.
+        "tests/features/finetune/test_eval_of_classifiers.py",
+        "tests/features/heads/test_pruning_in_eval.py",
     ),
     "data/evaluation.py": (
         "tests/data/test_evaluation.py",
@@ -98,6 +102,8 @@ TESTS: dict[str, tuple[str, ...]] = {
         *_SUMMARY_TESTS,
         "tests/analysis/test_summary_files.py",
         "tests/analysis/test_summary_sections.py",
+        # a feature's sentences in the summary (the search's "sampled" and its notes)
+        "tests/features/optuna/test_search_summary.py",
     ),
     "data/examples.py": (
         "tests/data/test_datamodule.py",
