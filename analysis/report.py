@@ -27,7 +27,7 @@ from analysis.summary import (
 )
 from analysis.time_to_target import target_rows
 from common.provenance import differing_runs
-from conf.features import features, hook
+from conf.features import hooks
 
 
 @dataclass
@@ -111,9 +111,8 @@ def build_report(path: Path, target_loss: float | None = None) -> Report | None:
         columns=run_columns(runs, ranked, target_loss, records),
         records=records,
     )
-    for feature in features():
-        if feature.report:
-            hook(feature.report)(report)
+    for add in hooks("report"):
+        add(report)
     report.figures = [*_figures(report), *report.figures]
     return report
 

@@ -102,6 +102,12 @@ def hook(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
+def hooks(field: str) -> list[Callable[..., Any]]:
+    """The functions that the features' ``field`` hooks name (``Feature.report``, ...), in
+    feature order; the features without one are left out."""
+    return [hook(getattr(f, field)) for f in features() if getattr(f, field)]
+
+
 def feature_modes() -> dict[str, str]:
     """Every feature's modes: mode -> module."""
     return {mode: module for f in features() for mode, module in f.modes.items()}
@@ -158,8 +164,7 @@ def is_language_model(hparams: Mapping[str, Any]) -> bool:
 
 def training_callbacks(settings: Any) -> list[Any]:
     """The extra Lightning callbacks the features add to the modes that train."""
-    hooks = [hook(f.training_callbacks) for f in features() if f.training_callbacks]
-    return [callback for made in hooks for callback in made(settings)]
+    return [callback for made in hooks("training_callbacks") for callback in made(settings)]
 
 
 def eval_fields() -> tuple[str, ...]:
@@ -169,8 +174,8 @@ def eval_fields() -> tuple[str, ...]:
 
 def scoring_fields(settings: Any, task: Any, datamodule: Any, text: Any) -> dict[str, Any]:
     """What the features' ``scoring`` hooks add to an evaluation record."""
-    hooks = [hook(f.scoring) for f in features() if f.scoring]
-    return {k: v for score in hooks for k, v in score(settings, task, datamodule, text).items()}
+    added = [score(settings, task, datamodule, text) for score in hooks("scoring")]
+    return {key: value for fields in added for key, value in fields.items()}
 
 
 def data_stream() -> ModuleType | None:
@@ -181,4 +186,4 @@ def data_stream() -> ModuleType | None:
 
 def pages() -> list[Callable[[Any], Path]]:
     """The features' ``pages`` hooks: each renders a built report as the file it returns."""
-    return [hook(f.pages) for f in features() if f.pages]
+    return hooks("pages")

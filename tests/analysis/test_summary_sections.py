@@ -235,11 +235,11 @@ def two_notes(report) -> None:
 
 
 def test_a_features_sentences_follow_the_explanation_in_order(monkeypatch, tmp_path: Path) -> None:
-    import analysis.report
+    import conf.features
     from conf.features import Feature
 
     planted = Feature(name="notes", report="tests.analysis.test_summary_sections:two_notes")
-    monkeypatch.setattr(analysis.report, "features", lambda: (planted,))
+    monkeypatch.setattr(conf.features, "features", lambda: (planted,))
     for job, loss in enumerate((2.0, 2.2, 2.4)):
         write_record(tmp_path / str(job), hand_made_run(loss, str(job + 1)))
     write_sweep_summary(tmp_path)
