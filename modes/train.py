@@ -113,6 +113,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     metrics = run_record(
         Status(ended[0]) if ended else Status.COMPLETED,
         arch=model_config.arch,
+        seed=settings.job.seed,  # what mode=reproduce re-runs it with, whatever the default
         step=trainer.global_step,
         best_val_loss=float(best) if best is not None else last.get("val/loss"),
         **{f"val_{name}": last.get(f"val/{name}") for name in ("loss", "ppl", "bpc", "bpb", "acc")},
