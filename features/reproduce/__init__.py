@@ -1,5 +1,5 @@
 """Re-running a record: ``mode=reproduce ckpt_path=RUN`` trains a run (or a sweep's jobs) again
-from what its ``metrics.json`` recorded, in a fresh process, and says which numbers still stand
+from what its run record holds, in a fresh process, and says which numbers still stand
 (README.md here)."""
 
 from conf.features import Feature

@@ -24,6 +24,7 @@ from common.files import write_text_atomically
 from common.provenance import CODE_ROOT, code_label, code_version, same_code
 from conf.schema import Settings
 from features.reproduce.compare import (
+    ROW_VERDICTS,
     Row,
     Verdict,
     compare,
@@ -37,6 +38,7 @@ from modes.report import refresh
 HISTORY_FILE = "reproductions.jsonl"  # in the run's directory: each time it was re-run
 TABLE_FILE = "reproduction.md"  # in this command's directory: the tables
 TOKENIZER = "tokenizer.json"
+OWN_KEYS = ("mode", "ckpt_path", "output_dir")  # with reproduce.*: what this mode reads
 _SAMPLE_SHOWN = 40  # characters of a text value in a table
 
 
@@ -62,7 +64,7 @@ class Reproduction:
     @property
     def verdict(self) -> str:
         if self.failed:
-            return "failed"
+            return str(Verdict.FAILED)
         if self.moved:
             return str(Verdict.DIFFERENT)
         return str(Verdict.WITHIN if self.count(Verdict.WITHIN) else Verdict.IDENTICAL)
@@ -70,6 +72,7 @@ class Reproduction:
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     config: ReproduceConfig = settings.group("reproduce")
+    check_only_own_settings(settings.overrides)
     target = _run_or_sweep(Path(settings.job.ckpt_path))
     runs = chosen_runs(target, config.jobs)
     check_code(runs, config.other_code)
@@ -92,7 +95,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         note_reproduction(reproduction, config.tolerance)
     if target != runs[0][1]:
         refresh(target)  # the sweep's page, with its runs' new notes
-    failed = [r for r in done if r.verdict in ("failed", Verdict.DIFFERENT)]
+    failed = [r for r in done if r.verdict in (Verdict.FAILED, Verdict.DIFFERENT)]
     if failed:
         raise ValueError(
             "not reproduced: "
@@ -100,6 +103,17 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
             + f" (the tables: {table})"
         )
     return {"runs": {r.name: r.verdict for r in done}, "reproduction_md": str(table)}
+
+
+def check_only_own_settings(overrides: Mapping[str, str]) -> None:
+    """A setting of the run's (``model.*``, ``trainer.*``, ...) is refused, not ignored: the
+    re-run takes the record's own."""
+    other = [k for k in overrides if k not in OWN_KEYS and not k.startswith("reproduce.")]
+    if other:
+        raise ValueError(
+            f"{other[0]} is not read by mode=reproduce, which re-runs the record's own settings: "
+            "drop it (to train with other settings, give them to python train.py)"
+        )
 
 
 def _run_or_sweep(path: Path) -> Path:
@@ -229,7 +243,7 @@ def reproduction_text(done: Sequence[Reproduction], tolerance: float) -> str:
         if r.failed:
             parts.append(f"{head}: {r.failed}.\n")
             continue
-        counts = ", ".join(f"{r.count(v)} {v}" for v in Verdict if r.count(v))
+        counts = ", ".join(f"{r.count(v)} {v}" for v in ROW_VERDICTS if r.count(v))
         parts.append(f"{head}: {counts}.\n")
         if r.provenance:
             rows = [{"what": w, "recorded": a, "re-run": b} for w, a, b in r.provenance]
@@ -274,7 +288,7 @@ def note_reproduction(r: Reproduction, tolerance: float) -> None:
         "verdict": r.verdict,
         "tolerance": tolerance,
         "code": code_label({"code": code_version()}),
-        **{str(v): r.count(v) for v in Verdict},
+        **{str(v): r.count(v) for v in ROW_VERDICTS},
         "moved": r.moved,
         "provenance": [what for what, _, _ in r.provenance],
         "failed": r.failed,

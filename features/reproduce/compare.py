@@ -36,6 +36,10 @@ class Verdict(StrEnum):
     WITHIN = "within tolerance"
     DIFFERENT = "different"
     MISSING = "missing"  # recorded by one run only
+    FAILED = "re-run failed"  # a whole run's: its re-run left no record to compare
+
+
+ROW_VERDICTS = (Verdict.IDENTICAL, Verdict.WITHIN, Verdict.DIFFERENT, Verdict.MISSING)
 
 
 @dataclass(frozen=True)
