@@ -31,7 +31,7 @@ from features.reproduce.compare import (
     file_row,
     provenance_differences,
 )
-from features.reproduce.config import ReproduceConfig
+from features.reproduce.config import ReproduceConfig, tolerance_for
 from features.reproduce.replay import replayed_overrides
 from modes.report import refresh
 
@@ -49,6 +49,7 @@ class Reproduction:
     name: str
     run_dir: Path
     rerun_dir: Path
+    tolerance: float
     rows: list[Row] = field(default_factory=list)
     provenance: list[tuple[str, str, str]] = field(default_factory=list)
     failed: str | None = None  # why the re-run gave no record
@@ -81,18 +82,18 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     cache = out_dir / "fresh-cache" if config.fresh_cache else None
     try:
         done = [
-            rerun(name, run_dir, record, replays[name], out_dir / name, cache, config.tolerance)
+            rerun(name, run_dir, record, replays[name], out_dir / name, cache, config)
             for name, run_dir, record in runs
         ]
     finally:
         if cache is not None:
             shutil.rmtree(cache, ignore_errors=True)
-    text = reproduction_text(done, config.tolerance)
+    text = reproduction_text(done)
     table = write_text_atomically(out_dir / TABLE_FILE, text)
     print(text)
     print(f"tinylm: wrote {table}")
     for reproduction in done:
-        note_reproduction(reproduction, config.tolerance)
+        note_reproduction(reproduction)
     if target != runs[0][1]:
         refresh(target)  # the sweep's page, with its runs' new notes
     failed = [r for r in done if r.verdict in (Verdict.FAILED, Verdict.DIFFERENT)]
@@ -193,15 +194,18 @@ def rerun(
     overrides: Mapping[str, str],
     rerun_dir: Path,
     cache: Path | None,
-    tolerance: float,
+    config: ReproduceConfig,
 ) -> Reproduction:
     """Train ``run_dir``'s run again into ``rerun_dir`` in a new process, and compare."""
-    done = Reproduction(name, run_dir, rerun_dir)
+    done = Reproduction(name, run_dir, rerun_dir, tolerance_for(config, record))
     env = dict(os.environ)
     threads = record.get("threads")
     if isinstance(threads, int):  # a sum's order depends on how the threads split it
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     replayed = dict(overrides)
+    if done.tolerance and "trainer.deterministic" not in replayed:  # a GPU's run
+        warn(f"{run_dir} ran on a GPU: re-run in Lightning's deterministic mode")
+        replayed["trainer.deterministic"] = "true"
     if cache is not None:
         env["TINYLM_CACHE"] = str(cache)
         if "data.cache_dir" in replayed:
@@ -219,7 +223,7 @@ def rerun(
         done.failed = f"the re-run ended with exit status {ended.returncode} (its output is above)"
         return done
     done.rows = [
-        *compare(record, rerun_record, tolerance),
+        *compare(record, rerun_record, done.tolerance),
         file_row(TOKENIZER, run_dir / TOKENIZER, rerun_dir / TOKENIZER),
     ]
     done.provenance = provenance_differences(record, rerun_record)
@@ -231,15 +235,17 @@ def _quoted(path: Path) -> str:
     return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def reproduction_text(done: Sequence[Reproduction], tolerance: float) -> str:
+def reproduction_text(done: Sequence[Reproduction]) -> str:
     """The tables of ``reproduction.md``: per run, its provenance differences and numbers."""
     parts = [
-        f"# Reproduction\n\nEvery recorded number of each run against its re-run: identical, "
-        f"within the relative tolerance {tolerance:g}, or different. Times and paths are not "
-        "compared.\n"
+        "# Reproduction\n\nEvery recorded number of each run against its re-run: identical, "
+        "within the run's relative tolerance, or different. Times and paths are not compared.\n"
     ]
     for r in done:
-        head = f"## {r.name}: {r.verdict}\n\n{r.run_dir} re-run in {r.rerun_dir}"
+        head = (
+            f"## {r.name}: {r.verdict}\n\n{r.run_dir} re-run in {r.rerun_dir} (tolerance "
+            f"{r.tolerance:g})"
+        )
         if r.failed:
             parts.append(f"{head}: {r.failed}.\n")
             continue
@@ -279,14 +285,14 @@ def _moved_line(r: Reproduction) -> str:
     return f"{len(r.moved)} numbers moved ({shown})"
 
 
-def note_reproduction(r: Reproduction, tolerance: float) -> None:
+def note_reproduction(r: Reproduction) -> None:
     """The re-run in the run's ``reproductions.jsonl``, and the run's page written again; a
     directory that cannot be written to (someone else's) is a warning."""
     entry = {
         "reproduced_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "rerun": str(r.rerun_dir),
         "verdict": r.verdict,
-        "tolerance": tolerance,
+        "tolerance": r.tolerance,
         "code": code_label({"code": code_version()}),
         **{str(v): r.count(v) for v in ROW_VERDICTS},
         "moved": r.moved,

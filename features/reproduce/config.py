@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from models.config import check_field_types
+
+# Relative: what docs/training.md#reproducibility states for a re-run on a GPU in Lightning's
+# deterministic mode (the same GPU model, driver and library versions).
+GPU_TOLERANCE = 1e-4
 
 
 @dataclass
 class ReproduceConfig:
     """jobs: a sweep's jobs to re-run, by directory name (a list ``[0,3]`` or ``0,3``); None:
     every completed job. tolerance: the largest relative difference, ``|a - b| / max(|a|,
-    |b|)``, that counts as "within tolerance" rather than "different" (a run on the same CPU
-    and threads reproduces bitwise; other hardware or a GPU may not). other_code: re-run on
-    this checkout even when the record's code differs (the table then shows what moved).
-    fresh_cache: tokenize and train the tokenizer again in an empty cache, deleted afterwards,
-    rather than reuse the one that may have made the record."""
+    |b|)``, that counts as "within tolerance" rather than "different"; None: 0 (bitwise) for a
+    run recorded on a CPU, ``GPU_TOLERANCE`` for one on a GPU, where PyTorch promises no
+    bitwise equality. other_code: re-run on this checkout even when the record's code differs
+    (the table then shows what moved). fresh_cache: tokenize and train the tokenizer again in
+    an empty cache, deleted afterwards, rather than reuse the one that may have made the
+    record."""
 
     jobs: Any = None
-    tolerance: float = 0.0
+    tolerance: float | None = None
     other_code: bool = False
     fresh_cache: bool = True
 
@@ -34,12 +40,20 @@ class ReproduceConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self, "reproduce.")
-        if not 0 <= self.tolerance < 1:
+        if self.tolerance is not None and not 0 <= self.tolerance < 1:
             raise ValueError(
                 f"reproduce.tolerance={self.tolerance} must be in [0, 1): the largest relative "
                 "difference of a number that still counts as reproduced (0: bitwise)"
             )
         self.jobs = _job_names(self.jobs)
+
+
+def tolerance_for(config: ReproduceConfig, record: Mapping[str, Any]) -> float:
+    """The tolerance a run's numbers are judged with: the one given, else by its device."""
+    if config.tolerance is not None:
+        return config.tolerance
+    device = str((record.get("provenance") or {}).get("device", ""))
+    return GPU_TOLERANCE if device.startswith("GPU") else 0.0
 
 
 def _job_names(value: Any) -> list[str] | None:

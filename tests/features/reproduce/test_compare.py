@@ -14,7 +14,7 @@ from features.reproduce.compare import (
     recorded_values,
     relative_difference,
 )
-from features.reproduce.config import ReproduceConfig
+from features.reproduce.config import GPU_TOLERANCE, ReproduceConfig, tolerance_for
 
 RECORD = {
     "status": "completed",
@@ -130,3 +130,13 @@ def test_its_settings_are_refused_by_other_modes() -> None:
     with pytest.raises(ValueError, match="reproduce.tolerance is for mode=reproduce"):
         ReproduceConfig(tolerance=0.1).check_mode("train")
     ReproduceConfig(tolerance=0.1).check_mode("reproduce")
+
+
+def test_a_gpu_run_is_judged_with_the_gpu_tolerance_unless_one_is_given() -> None:
+    on_gpu = {"provenance": {"device": "GPU: NVIDIA H100 80GB HBM3"}}
+    on_cpu = {"provenance": {"device": "CPU: Intel(R) Xeon(R)"}}
+    assert tolerance_for(ReproduceConfig(), on_cpu) == 0.0
+    assert tolerance_for(ReproduceConfig(), {}) == 0.0
+    assert tolerance_for(ReproduceConfig(), on_gpu) == GPU_TOLERANCE > 0
+    assert tolerance_for(ReproduceConfig(tolerance=1e-3), on_gpu) == 1e-3
+    assert tolerance_for(ReproduceConfig(tolerance=0.0), on_gpu) == 0.0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from features.reproduce.command import HISTORY_FILE, chosen_runs
+from features.reproduce.command import HISTORY_FILE, check_only_own_settings, chosen_runs
 from tests.conftest import ROOT, TINY, train_py
 from train import run
 
@@ -162,3 +162,9 @@ def test_jobs_choose_among_a_sweeps_completed_jobs(gpt_run: Path, tmp_path: Path
         chosen_runs(sweep / "0", ["0"])
     with pytest.raises(ValueError, match="no completed run"):
         chosen_runs(sweep, ["2"])
+
+
+def test_a_setting_of_the_run_is_refused_not_ignored() -> None:
+    check_only_own_settings({"mode": "reproduce", "ckpt_path": "r", "reproduce.jobs": "[0]"})
+    with pytest.raises(ValueError, match="model.num_heads is not read by mode=reproduce"):
+        check_only_own_settings({"mode": "reproduce", "model.num_heads": "4"})
