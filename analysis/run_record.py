@@ -72,6 +72,7 @@ class RunRecord(TypedDict, total=False):
     started_at: float
     finished_at: float
     threads: int
+    seconds: dict[str, float]  # where the time went: data, training, validation, sample
     best_ckpt: str
     val_curve: list[list[float]]  # [step, loss, tokens, seconds]; [step, loss] before those
     overrides: dict[str, str]

@@ -24,6 +24,7 @@ TIMES = (
     "examples_per_sec",
     "seconds_per_epoch",
     "consumed.seconds",
+    "seconds",  # where a run's time went: seconds.data, seconds.training, ...
 )
 PATHS = ("best_ckpt", "pretrained")
 # Compared on their own: the command that ran, and what ran it.
@@ -63,7 +64,7 @@ def recorded_values(record: Mapping[str, Any]) -> dict[str, Any]:
     return {
         name: value
         for name, value in _leaves(record, "")
-        if name.split(".")[0] not in (*NOT_NUMBERS, *PATHS) and name not in TIMES
+        if name not in TIMES and name.split(".")[0] not in (*NOT_NUMBERS, *PATHS, *TIMES)
     }
 
 

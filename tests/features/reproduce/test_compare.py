@@ -22,6 +22,7 @@ RECORD = {
     "best_val_loss": 4.5,
     "tokens_per_sec": 1000.0,
     "train_seconds": 3.0,
+    "seconds": {"data": 1.0, "training": 2.0},
     "consumed": {"steps": 10, "tokens": 640, "seconds": 2.5},
     "best_ckpt": "/runs/a/checkpoints/best.ckpt",
     "val_curve": [[5, 5.0, 320, 1.2], [10, 4.5, 640, 2.5]],
