@@ -77,6 +77,7 @@ class RunRecord(TypedDict, total=False):
     val_curve: list[list[float]]  # [step, loss, tokens, seconds]; [step, loss] before those
     overrides: dict[str, str]
     config: dict[str, Any]
+    settings: dict[str, Any]  # every group's validated settings, as the job ran
     provenance: dict[str, Any]  # common/provenance.py
     params: int
     params_with_embeddings: int

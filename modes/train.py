@@ -143,6 +143,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         val_curve=task.val_curve,
         overrides=settings.overrides,
         config={f"model.{k}": v for k, v in model_config.to_dict().items()},
+        settings=settings.plain(),
         provenance=provenance(settings.trainer.precision, settings.trainer.accelerator),
         **counts,
     )

@@ -28,7 +28,7 @@ TIMES = (
 )
 PATHS = ("best_ckpt", "pretrained")
 # Compared on their own: the command that ran, and what ran it.
-NOT_NUMBERS = ("status", "error", "overrides", "provenance", "threads", "resume_ckpt")
+NOT_NUMBERS = ("status", "error", "overrides", "settings", "provenance", "threads", "resume_ckpt")
 CURVE_POINT = ("step", "loss", "tokens", "seconds")  # a val_curve point's fields
 
 
