@@ -101,7 +101,7 @@ _HALF = {
     "16-mixed": "float16",
     "16-true": "float16",
 }
-FLASH = "sdpa: flash"
+FLASH = "sdpa: flash for unmasked calls"
 
 
 @functools.cache
@@ -129,11 +129,7 @@ def attention_kernel(accelerator: str, precision: str | None) -> tuple[str, str 
             f"torch.backends.cuda.enable_flash_sdp(False) was called: {without}"
         )
     try:
-        # A causal, unmasked probe in the run's dtype at a common head size (64): what the
-        # device, this torch build and the dtype allow.
-        probe = torch.zeros(1, 1, 8, 64, device="cuda", dtype=getattr(torch, dtype))
-        params = torch.backends.cuda.SDPAParams(probe, probe, probe, None, 0.0, True, False)
-        usable = torch.backends.cuda.can_use_flash_attention(params)
+        usable = flash_runs(dtype)
     except (RuntimeError, TypeError) as err:  # a broken CUDA context, another torch's signature
         return UNKNOWN, f"whether SDPA's flash kernel runs here could not be told ({err})"
     if usable:
@@ -176,6 +172,16 @@ def library_versions() -> dict[str, str]:
         except PackageNotFoundError:
             found[name] = UNKNOWN
     return found
+
+
+def flash_runs(dtype: str) -> bool:
+    """Whether SDPA's flash kernel runs on this process's CUDA device in ``dtype`` (a causal,
+    unmasked call at a common head size, 64): what the device and this torch build allow."""
+    import torch
+
+    probe = torch.zeros(1, 1, 8, 64, device="cuda", dtype=getattr(torch, dtype))
+    params = torch.backends.cuda.SDPAParams(probe, probe, probe, None, 0.0, True, False)
+    return torch.backends.cuda.can_use_flash_attention(params)
 
 
 def device_name(accelerator: str) -> str:

@@ -118,7 +118,7 @@ def evaluate_pairs(
         "weights_seed": settings.job.seed if untrained else None,
         "pairs": pair_set.name,
         "pairs_fingerprint": pair_set.fingerprint,
-        "provenance": provenance(FLOAT32, _device(settings).type),
+        "provenance": provenance(FLOAT32, settings.trainer.accelerator),
     }
     good, bad = scores[0::2], scores[1::2]  # (N,) each
     groups = {
