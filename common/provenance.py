@@ -29,8 +29,9 @@ def provenance(
     precision: str | None, accelerator: str = "cpu", *, compiled: bool = False
 ) -> dict[str, Any]:
     """This process's provenance, with the ``precision`` used, on the device ``accelerator``
-    resolves to; ``compiled``: the command compiles its network when it can
-    (``trainer.compile=true`` in mode=train). Only writers call it: a record is read as JSON."""
+    resolves to; ``compiled``: the network runs under torch.compile (mode=train's
+    ``trainer.compile`` once this machine's fallback is applied). Only writers call it: a
+    record is read as JSON."""
     used = effective_accelerator(accelerator)
     return {
         "code": code_version(),
@@ -46,7 +47,7 @@ def effective_settings(accelerator: str, precision: str | None, compiled: bool) 
     """What this process runs with, where the machine decides: ``accelerator`` (resolved by
     ``effective_accelerator``), torch's intra-op threads, whether torch's deterministic
     algorithms are on (``trainer.deterministic``: Lightning's Trainer sets them), torch.compile
-    or why not, and the attention kernel."""
+    and the attention kernel."""
     import torch  # only here: reading a record's provenance needs no torch
 
     return {
@@ -73,25 +74,11 @@ def effective_accelerator(accelerator: str) -> str:
     return "cpu" if accelerator == "auto" else accelerator.replace("cuda", "gpu")
 
 
-def compile_fallback() -> str | None:
-    """Why ``trainer.compile=true`` trains eager on this machine (one line), or None when
-    torch.compile's inductor backend can run."""
-    from common.library_private import inductor_cpp_compiler
-
-    if inductor_cpp_compiler() is None:
-        return (
-            "trainer.compile=true needs a C++ compiler for torch.compile's inductor backend and "
-            "found none (g++, or the one $CXX names); training without compiling"
-        )
-    return None
-
-
 def compile_used(compiled: bool) -> str:
-    """``inductor`` when the network is compiled, ``off`` when it is not asked, or ``off``
-    with the fallback's reason."""
-    if not compiled:
-        return "off"
-    return "inductor" if compile_fallback() is None else "off (no C++ compiler for inductor)"
+    """``inductor`` when the network runs compiled, else ``off`` (``trainer.compile=true``
+    without a C++ compiler is turned off as the job starts, with a warning:
+    ``training.compile.with_compile``)."""
+    return "inductor" if compiled else "off"
 
 
 # The dtype each precision computes attention in; flash runs only in float16 and bfloat16.

@@ -4,7 +4,8 @@ than float32. A ``trainer.precision`` typed on the command line is kept. ``16-mi
 found by ``trainer.accelerator=auto`` is refused, as ``conf/`` refuses it with ``cpu``: Lightning
 would train in ``bf16-mixed`` instead, other numbers than those asked for and recorded. On a
 GPU, a precision or device where SDPA's flash kernel cannot run is said in one warning (the
-run's provenance records the kernel, ``common.provenance.attention_kernel``).
+run's provenance records the kernel, ``common.provenance.attention_kernel``), and so is
+``trainer.compile=true`` where inductor cannot run (``training.compile.with_compile``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from common.library_private import cpu_bf16_flags
 from common.provenance import attention_kernel, effective_accelerator
 from common.ranks import global_rank
 from conf.schema import Settings
+from training.compile import with_compile
 
 
 def native_bf16_cpu() -> bool:
@@ -61,13 +63,15 @@ def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
 
 
 def native_precision(settings: Settings) -> Settings:
-    """``with_native_precision``'s settings, its note printed (rank 0) as a warning, and the
-    one of an attention kernel that falls back from flash on a GPU."""
+    """The settings this machine runs (``with_native_precision``'s, then ``with_compile``'s),
+    each fallback's note printed (rank 0) as a warning, with the one of an attention kernel
+    that falls back from flash on a GPU."""
     settings, note = with_native_precision(settings)
+    settings, compile_note = with_compile(settings)
     trainer = settings.trainer
     used = effective_accelerator(trainer.accelerator)
     attention_note = attention_kernel(used, trainer.precision)[1]
-    for line in (note, attention_note):
+    for line in (note, compile_note, attention_note):
         if line and global_rank() == 0:
             print(f"tinylm: warning: {line}", file=sys.stderr)
     return settings

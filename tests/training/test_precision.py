@@ -320,13 +320,28 @@ def test_compile_without_a_cpp_compiler_says_so_and_trains_eager(
         metrics = run(make_cfg("trainer.compile=true", *SHORT, "max_new_tokens=2"))
     assert metrics["step"] == 3 and math.isfinite(metrics["val_loss"])
     assert _compiled_frames() == frames
-    assert metrics["provenance"]["compile"] == "off (no C++ compiler for inductor)"
+    assert metrics["provenance"]["compile"] == "off"  # what ran
     notes = [line for line in capsys.readouterr().err.splitlines() if "tinylm:" in line]
     assert notes == [
         "tinylm: warning: trainer.compile=true needs a C++ compiler for torch.compile's "
         "inductor backend and found none (g++, or the one $CXX names); training without "
         "compiling"
     ]
+
+
+def test_compile_falls_back_as_the_job_starts_only_in_the_mode_that_compiles(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from training import compile as compiling
+
+    asked = _settings("trainer.compile=true")
+    monkeypatch.setattr(compiling, "inductor_cpp_compiler", lambda: "g++")
+    assert compiling.with_compile(asked) == (asked, None)
+    monkeypatch.setattr(compiling, "inductor_cpp_compiler", lambda: None)
+    settings, note = compiling.with_compile(asked)
+    assert settings.trainer.compile is False and note.endswith("training without compiling")
+    evaluating = replace(asked, job=replace(asked.job, mode="eval", ckpt_path="x.ckpt"))
+    assert compiling.with_compile(evaluating) == (evaluating, None)
 
 
 # --------------------------------------------------------------------------- the default
