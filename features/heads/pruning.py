@@ -17,7 +17,7 @@ from features.heads.statistics import (
     heads_to_prune,
     parse_heads,
 )
-from modes.scoring import scored_batches
+from modes.scoring import eval_precision, scored_batches
 from training.task import LanguageModelTask
 
 
@@ -29,17 +29,28 @@ def gate_heads(
     prune = settings.group("heads").prune
     if prune is None:
         return {}
-    pruned = heads_to_gate_off(task.model, datamodule, text, prune)
+    pruned = heads_to_gate_off(settings, task.model, datamodule, text, prune)
     task.head_mask = gated_off(task.model, pruned)
     return {"heads_prune": prune, "heads_pruned": [str(h) for h in pruned]}
 
 
 def heads_to_gate_off(
-    model: torch.nn.Module, datamodule: LMDataModule, text: ScoredText, prune: float | list[str]
+    settings: Settings,
+    model: torch.nn.Module,
+    datamodule: LMDataModule,
+    text: ScoredText,
+    prune: float | list[str],
 ) -> list[Head]:
     """``heads.prune``'s heads: those named (checked against the network), or the least
-    important ``prune`` of them on the data scored (``statistics.heads_to_prune``)."""
+    important ``prune`` of them on the data scored (``statistics.heads_to_prune``), ranked in
+    the precision mode=eval scores in, as mode=heads ranks them for its prune curve."""
     cfg = model.config
     if isinstance(prune, list):
         return parse_heads(prune, cfg.num_layers, cfg.num_heads)
-    return heads_to_prune(head_importance(model.eval(), scored_batches(datamodule, text)), prune)
+    scoring = eval_precision(settings)
+    # Converted and moved in place, as the trainer would next: the gate made from it matches.
+    model = scoring.network(model)
+    batches = [scoring.batch(batch) for batch in scored_batches(datamodule, text)]
+    with scoring.scoring(text.split):
+        importance = head_importance(model, batches)
+    return heads_to_prune(importance, prune)
