@@ -215,10 +215,10 @@ def running_mean(values: Tensor, weights: Tensor) -> Tensor:
 
 @torch.no_grad()
 def mean_loss(model: nn.Module, batches: Sequence[dict[str, Tensor]], head_mask: Tensor) -> float:
-    """The token-weighted loss over ``batches`` under ``head_mask``."""
+    """The token-weighted loss over ``batches`` under ``head_mask``, summed as mode=eval sums
+    its loss: a point of the prune curve is mode=eval's loss with those heads gated off."""
     losses = torch.stack([batch_loss(model, b, head_mask) for b in batches])
-    weights = torch.tensor([targets_of(b) for b in batches], dtype=losses.dtype)
-    return float((losses * weights).sum() / weights.sum())
+    return float(running_mean(losses, torch.tensor([targets_of(b) for b in batches])))
 
 
 def head_stats(model: nn.Module, batches: Sequence[dict[str, Tensor]]) -> HeadStats:
