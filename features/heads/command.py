@@ -19,6 +19,7 @@ from analysis.sweep_summary import write_summary_files
 from common.files import write_text_atomically
 from common.provenance import provenance
 from conf.schema import Settings
+from features.heads.precision import eval_precision
 from features.heads.report import (
     IMPORTANCE_SHARE,
     RESULTS_FILE,
@@ -36,7 +37,7 @@ from features.heads.statistics import (
 )
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
-from modes.scoring import eval_precision, record_head, scored_batches, task_and_data
+from modes.scoring import record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
 from training.precision import native_precision
 
@@ -111,10 +112,10 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         checkpoint, settings, stride=window if arch == "decoder" else None
     )
     # mode=eval's trainer's device and precision plugin, applied as its evaluation loop does
-    scoring = eval_precision(settings)
-    model = scoring.network(task.model)
-    batches = [scoring.batch(batch) for batch in scored_batches(datamodule, text)]
-    with scoring.scoring(text.split):
+    evaluation = eval_precision(settings)
+    model = evaluation.network(task.model)
+    batches = [evaluation.batch(batch) for batch in scored_batches(datamodule, text)]
+    with evaluation.step(text.split):
         stats = head_stats(model, batches)
         curve = prune_curve(model, batches, stats)
     half = len(heads_to_prune(stats.importance, HALF))
@@ -127,8 +128,8 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         "pruned_half_loss": next(p["loss"] for p in curve if len(p["removed"]) == half),
         "heads": stats.rows(),
         "prune_curve": curve,
-        "precision": scoring.precision,
-        "provenance": provenance(scoring.precision, settings.trainer.accelerator),
+        "precision": evaluation.precision,
+        "provenance": provenance(evaluation.precision, settings.trainer.accelerator),
     }
     out = ckpt.parent / RESULTS_FILE
     write_text_atomically(out, json.dumps(record, indent=1) + "\n")

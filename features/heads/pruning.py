@@ -10,6 +10,7 @@ import torch
 from conf.schema import Settings
 from data.datamodule import LMDataModule
 from data.evaluation import ScoredText
+from features.heads.precision import eval_precision
 from features.heads.statistics import (
     Head,
     gated_off,
@@ -17,7 +18,7 @@ from features.heads.statistics import (
     heads_to_prune,
     parse_heads,
 )
-from modes.scoring import eval_precision, scored_batches
+from modes.scoring import scored_batches
 from training.task import LanguageModelTask
 
 
@@ -47,10 +48,10 @@ def heads_to_gate_off(
     cfg = model.config
     if isinstance(prune, list):
         return parse_heads(prune, cfg.num_layers, cfg.num_heads)
-    scoring = eval_precision(settings)
+    evaluation = eval_precision(settings)
     # Converted and moved in place, as the trainer would next: the gate made from it matches.
-    model = scoring.network(model)
-    batches = [scoring.batch(batch) for batch in scored_batches(datamodule, text)]
-    with scoring.scoring(text.split):
+    model = evaluation.network(model)
+    batches = [evaluation.batch(batch) for batch in scored_batches(datamodule, text)]
+    with evaluation.step(text.split):
         importance = head_importance(model, batches)
     return heads_to_prune(importance, prune)

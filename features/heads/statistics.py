@@ -224,7 +224,7 @@ def mean_loss(model: nn.Module, batches: Sequence[dict[str, Tensor]], head_mask:
 def head_stats(model: nn.Module, batches: Sequence[dict[str, Tensor]]) -> HeadStats:
     """Ablation, importance, entropy and shares of every head over ``batches`` (one forward
     and backward pass per batch, then one forward pass for the base loss and one per head and
-    batch). Run in the precision's context (``modes.scoring.EvalPrecision.scoring``)."""
+    batch). Run in the precision's context (``precision.EvalPrecision.step``)."""
     if not batches:
         raise ValueError("the head analysis got no batch to score; give it more text")
     cfg = model.config
