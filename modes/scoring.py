@@ -14,7 +14,7 @@ from data.datamodule import LMDataModule
 from data.evaluation import ScoredText, data_to_evaluate
 from training.task import LanguageModelTask, task_from_hparams
 
-# Minimal pairs, harness tasks and the head analysis score the network in its float32.
+# Minimal pairs and harness tasks score the network in its float32.
 FLOAT32 = "32-true"
 
 

@@ -13,9 +13,10 @@ trained ``--train-steps`` steps. Each mode runs ``--warmup`` times to warm the c
 (tokenization), then ``--repeats`` times; the wall time of each run (data loading, the
 passes, the records and, for heads, the two figures) is reported as the median with its
 min-max spread, and the ratio of the medians.
-The analysis makes one forward and backward pass per batch, one forward pass per head and
-batch (the ablation: L x H passes) and one per point of the prune curve, so its cost is about
-L x H + 1 + points evaluation passes.
+The analysis makes one forward and backward pass per batch, one forward pass per batch for
+``base_loss`` (mode=eval's own pass), one per head and batch (the ablation: L x H passes) and
+one per point of the prune curve, so its cost is about L x H + 2 + points evaluation passes.
+Both modes run in the same precision (mode=eval's).
 """
 
 from __future__ import annotations

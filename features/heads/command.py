@@ -1,7 +1,8 @@
 """``mode=heads``: what each attention head of a checkpoint does (``statistics.py``), on the data
 ``mode=eval`` scores; ``heads.json``, ``heads.png`` and ``prune_curve.png`` beside the
 checkpoint. Over a sweep directory every completed job is analysed and the sweep's summary is
-written again, with its ``## Heads`` section (``report.py``).
+written again, with its ``## Heads`` section (``report.py``). The network runs in the precision
+``mode=eval`` scores in, so that ``base_loss`` is mode=eval's loss of the checkpoint.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from analysis.records import format_value, markdown_table
 from analysis.report import build_report
 from analysis.run_record import Status, read_run, record_path
@@ -20,6 +19,7 @@ from analysis.sweep_summary import write_summary_files
 from common.files import write_text_atomically
 from common.provenance import provenance
 from conf.schema import Settings
+from features.heads.precision import eval_precision
 from features.heads.report import (
     IMPORTANCE_SHARE,
     RESULTS_FILE,
@@ -37,15 +37,23 @@ from features.heads.statistics import (
 )
 from modes.inference import checkpoints_to_evaluate
 from modes.report import refresh
-from modes.scoring import FLOAT32, record_head, scored_batches, task_and_data
+from modes.scoring import record_head, scored_batches, task_and_data
 from training.checkpoint import check_language_model, check_no_model_overrides, read_checkpoint
+from training.precision import native_precision
 
 # The point of the prune curve a sweep compares: half the heads gated off.
 HALF = 0.5
 COLUMNS = ("layer", "head", *HeadStats.PER_HEAD)
+# float16 has too little range for the importance's backward pass without a gradient scaler
+# (the loss's gradient per logit, ~1 / (vocabulary x targets), underflows); mode=eval has none.
+FLOAT16 = ("16-mixed", "16-true")
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+    # mode=eval's precision (trainer=cpu's bf16-mixed becomes 32-true on a CPU without native
+    # bfloat16; a precision given is kept): base_loss is then mode=eval's loss.
+    settings = native_precision(settings)
+    check_precision(settings.trainer.precision)
     target = Path(settings.job.ckpt_path)
     checkpoints = checkpoints_to_evaluate(target)
     sweep = target.is_dir() and not (target / "checkpoints" / "best.ckpt").is_file()
@@ -62,6 +70,16 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     print(f"wrote {', '.join(str(path) for path in written)}")
     refresh(target, report=report)
     return {"results": records, "summary_md": str(target / "summary.md")}
+
+
+def check_precision(precision: str) -> None:
+    """A float16 precision is refused in one line that names those the analysis runs in."""
+    if precision in FLOAT16:
+        raise ValueError(
+            f"mode=heads does not run in trainer.precision={precision}: float16's range is too "
+            "small for the heads' importance gradients without a gradient scaler; give "
+            "trainer.precision=bf16-mixed, 32-true, bf16-true or 64-true"
+        )
 
 
 def completed_jobs(sweep_dir: Path, checkpoints: Sequence[Path]) -> list[Path]:
@@ -93,13 +111,13 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
     task, datamodule, text = task_and_data(
         checkpoint, settings, stride=window if arch == "decoder" else None
     )
-    device = torch.device("cuda" if settings.trainer.accelerator in ("gpu", "cuda") else "cpu")
-    model = task.model.to(device).eval()
-    batches = [
-        {k: v.to(device) for k, v in batch.items()} for batch in scored_batches(datamodule, text)
-    ]
-    stats = head_stats(model, batches)
-    curve = prune_curve(model, batches, stats)
+    # mode=eval's trainer's device and precision plugin, applied as its evaluation loop does
+    evaluation = eval_precision(settings)
+    model = evaluation.network(task.model)
+    batches = [evaluation.batch(batch) for batch in scored_batches(datamodule, text)]
+    with evaluation.step(text.split):
+        stats = head_stats(model, batches)
+        curve = prune_curve(model, batches, stats)
     half = len(heads_to_prune(stats.importance, HALF))
     record = {
         **record_head(ckpt, checkpoint, text),
@@ -110,7 +128,9 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         "pruned_half_loss": next(p["loss"] for p in curve if len(p["removed"]) == half),
         "heads": stats.rows(),
         "prune_curve": curve,
-        "provenance": provenance(FLOAT32, device.type),  # where it scored (auto: the CPU)
+        "precision": evaluation.precision,
+        # where it scored: the device auto resolved to
+        "provenance": provenance(evaluation.precision, evaluation.device.type),
     }
     out = ckpt.parent / RESULTS_FILE
     write_text_atomically(out, json.dumps(record, indent=1) + "\n")

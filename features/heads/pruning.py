@@ -10,6 +10,7 @@ import torch
 from conf.schema import Settings
 from data.datamodule import LMDataModule
 from data.evaluation import ScoredText
+from features.heads.precision import eval_precision
 from features.heads.statistics import (
     Head,
     gated_off,
@@ -29,17 +30,28 @@ def gate_heads(
     prune = settings.group("heads").prune
     if prune is None:
         return {}
-    pruned = heads_to_gate_off(task.model, datamodule, text, prune)
+    pruned = heads_to_gate_off(settings, task.model, datamodule, text, prune)
     task.head_mask = gated_off(task.model, pruned)
     return {"heads_prune": prune, "heads_pruned": [str(h) for h in pruned]}
 
 
 def heads_to_gate_off(
-    model: torch.nn.Module, datamodule: LMDataModule, text: ScoredText, prune: float | list[str]
+    settings: Settings,
+    model: torch.nn.Module,
+    datamodule: LMDataModule,
+    text: ScoredText,
+    prune: float | list[str],
 ) -> list[Head]:
     """``heads.prune``'s heads: those named (checked against the network), or the least
-    important ``prune`` of them on the data scored (``statistics.heads_to_prune``)."""
+    important ``prune`` of them on the data scored (``statistics.heads_to_prune``), ranked in
+    the precision mode=eval scores in, as mode=heads ranks them for its prune curve."""
     cfg = model.config
     if isinstance(prune, list):
         return parse_heads(prune, cfg.num_layers, cfg.num_heads)
-    return heads_to_prune(head_importance(model.eval(), scored_batches(datamodule, text)), prune)
+    evaluation = eval_precision(settings)
+    # Converted and moved in place, as the trainer would next: the gate made from it matches.
+    model = evaluation.network(model)
+    batches = [evaluation.batch(batch) for batch in scored_batches(datamodule, text)]
+    with evaluation.step(text.split):
+        importance = head_importance(model, batches)
+    return heads_to_prune(importance, prune)

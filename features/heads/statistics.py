@@ -121,7 +121,8 @@ def importance_and_attention(
     (grad,) = torch.autograd.grad(loss, gate)
     with torch.no_grad():
         sums = attention_sums(attentions, batch, causal=model.causal)
-    return loss.detach(), grad.abs(), sums
+    # Averaged over batches in float32 at least, as the loss is, whatever the weights' dtype.
+    return loss.detach(), grad.abs().to(at_least_float32(grad.dtype)), sums
 
 
 def head_importance(model: nn.Module, batches: Sequence[dict[str, Tensor]]) -> list[list[float]]:
@@ -136,7 +137,10 @@ def attention_sums(
 ) -> dict[str, Tensor]:
     """Sums over a batch's real queries of each layer's and head's entropy and attention shares
     ([L, H] each), with the counts they are divided by and the sum of log(keys)."""
+    # Summed in float32 at least: bfloat16 probabilities (bf16-mixed, bf16-true) would round
+    # the sums over queries to 8 bits.
     probs = torch.stack(attentions, dim=1)  # (B, L, H, T, T)
+    probs = probs.to(at_least_float32(probs.dtype))
     batch_size, _, _, length, _ = probs.shape
     padding = batch.get("attention_mask")
     document_ids = batch.get("document_ids")
@@ -177,6 +181,11 @@ def attention_sums(
     }
 
 
+def at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    """float32 for a half-precision dtype, the dtype itself for float32 and float64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 def weighted_mean_and_se(values: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
     """The weighted mean over the first dimension of ``values`` [N, ...] (weights [N]) and its
     standard error (the ratio estimator's: sqrt(n / (n - 1) sum w^2 (x - mean)^2) / sum w);
@@ -191,36 +200,52 @@ def weighted_mean_and_se(values: Tensor, weights: Tensor) -> tuple[Tensor, Tenso
     return mean, spread.sqrt() / total
 
 
+def running_mean(values: Tensor, weights: Tensor) -> Tensor:
+    """The weighted mean of ``values`` [N] (weights [N]) summed one batch at a time, in order,
+    as mode=eval's loss metric (torchmetrics' ``MeanMetric``) sums it: the same roundings, so
+    the same loss to the bit from the same per-batch losses (``torch.sum`` adds in another
+    order, a few ulps away)."""
+    total = torch.zeros((), dtype=values.dtype, device=values.device)
+    weight = torch.zeros_like(total)
+    for value, count in zip(values, weights.to(total), strict=True):
+        total += value * count
+        weight += count
+    return total / weight
+
+
 @torch.no_grad()
 def mean_loss(model: nn.Module, batches: Sequence[dict[str, Tensor]], head_mask: Tensor) -> float:
-    """The token-weighted loss over ``batches`` under ``head_mask``."""
+    """The token-weighted loss over ``batches`` under ``head_mask``, summed as mode=eval sums
+    its loss: a point of the prune curve is mode=eval's loss with those heads gated off."""
     losses = torch.stack([batch_loss(model, b, head_mask) for b in batches])
-    weights = torch.tensor([targets_of(b) for b in batches], dtype=losses.dtype)
-    return float((losses * weights).sum() / weights.sum())
+    return float(running_mean(losses, torch.tensor([targets_of(b) for b in batches])))
 
 
 def head_stats(model: nn.Module, batches: Sequence[dict[str, Tensor]]) -> HeadStats:
     """Ablation, importance, entropy and shares of every head over ``batches`` (one forward
-    and backward pass per batch, then one forward pass per head and batch)."""
+    and backward pass per batch, then one forward pass for the base loss and one per head and
+    batch). Run in the precision's context (``precision.EvalPrecision.step``)."""
     if not batches:
         raise ValueError("the head analysis got no batch to score; give it more text")
     cfg = model.config
     heads = [Head(layer, head) for layer in range(cfg.num_layers) for head in range(cfg.num_heads)]
     base, grads, ablated, totals = [], [], [], {}
     for batch in batches:
-        loss, grad, sums = importance_and_attention(model, batch)
-        base.append(loss)
+        _, grad, sums = importance_and_attention(model, batch)
         grads.append(grad)
         for key, value in sums.items():
             totals[key] = totals.get(key, 0) + value
         with torch.no_grad():
+            # mode=eval's forward pass (no gate, no attention returned: the same kernels), so
+            # that base_loss is its loss; a gate of ones would multiply exactly by 1.
+            base.append(batch_loss(model, batch, None))
             ablated.append(
                 torch.stack([batch_loss(model, batch, gated_off(model, [h])) for h in heads])
             )
     weights = torch.tensor([targets_of(b) for b in batches])
     base_losses = torch.stack(base)  # (N,)
     per_head = torch.stack(ablated).view(len(batches), cfg.num_layers, cfg.num_heads)
-    base_loss, _ = weighted_mean_and_se(base_losses, weights)
+    base_loss = running_mean(base_losses, weights)
     delta, delta_se = weighted_mean_and_se(per_head - base_losses[:, None, None], weights)
     importance, _ = weighted_mean_and_se(torch.stack(grads), weights)
     queries = totals["queries"]

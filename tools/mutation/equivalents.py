@@ -395,7 +395,8 @@ HEADS = (
         "w = weights.to(values.dtype).reshape(-1, *([1] * (values.dim() - 1)))",
         "w = weights.to(None).reshape(-1, *([1] * (values.dim() - 1)))",
         "the weights are token counts (int64); torch promotes int64 with the float32 or float64 "
-        "values the analysis computes (it scores in float32) to their dtype, exactly (counts "
+        "values the analysis averages (losses and gradients in float32 at least, whatever the "
+        "precision it scores in) to their dtype, exactly (counts "
         "far below 2**24): the same products, sums and quotients as with the weights cast first",
     ),
     Equivalent(

@@ -30,6 +30,7 @@ from features.heads.statistics import (
     head_importance,
     head_stats,
     heads_for_share,
+    importance_and_attention,
     prune_curve,
     weighted_mean_and_se,
 )
@@ -313,6 +314,23 @@ def test_the_attention_sums_stay_on_the_attentions_device_and_dtype(
     sums = attention_sums(attentions, batch, causal=causal)
     for name, value in sums.items():
         assert (value.device.type, value.dtype) == ("meta", torch.float32), name
+
+
+def test_a_bfloat16_networks_importance_and_attention_sums_are_float32() -> None:
+    """In a bfloat16 precision (bf16-true's weights, bf16-mixed's autocast) the attentions are
+    bfloat16: they are summed, and the importance averaged, in float32, not rounded to 8 bits
+    (the sums of the float32 copy of the same attentions, exactly)."""
+    torch.manual_seed(3)
+    model = tiny_model("decoder").to(torch.bfloat16)
+    batch = _decoder_plain()[0]
+    loss, importance, sums = importance_and_attention(model, batch)
+    assert (loss.dtype, importance.dtype) == (torch.float32, torch.float32)
+    _, attentions = model(batch["input_ids"], output_attentions=True)
+    assert attentions[0].dtype == torch.bfloat16
+    in_float32 = attention_sums([a.float() for a in attentions], batch, causal=True)
+    for name, value in sums.items():
+        assert value.dtype == torch.float32, name
+        assert torch.equal(value, in_float32[name]), name
 
 
 def _forward_passes(model: nn.Module) -> list[int]:

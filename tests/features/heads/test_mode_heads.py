@@ -6,19 +6,24 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import features.heads.command
 import modes.eval
+import training.precision
 from analysis.run_record import write_record
 from conf.hydra_runtime import parse_settings
+from conf.schema import Settings
 from features.heads.config import HeadsConfig
 from tests.conftest import compose_config
 from tests.modes.test_modes import checkpoint_reads
+from training.precision import native_precision
 
 
 def _settings(ckpt: Path, tmp_path: Path, *overrides: str):
@@ -61,15 +66,78 @@ def test_heads_json_holds_every_head_and_the_prune_curve(analysed, arch: str) ->
         assert (ckpt.parent / name).stat().st_size > 0
 
 
-def test_base_loss_is_the_loss_mode_eval_reports(analysed, tmp_path) -> None:
-    """The same data path as mode=eval: the same tokens, the same loss."""
-    ckpt, result = analysed["decoder"]
-    cfg = compose_config(
-        "mode=eval", f"ckpt_path={ckpt}", "model.max_seq_len=64", f"output_dir={tmp_path}"
+def _with_precision(
+    mode: str, ckpt: Path, tmp_path: Path, precision: str | None, given: bool
+) -> Settings:
+    """mode's settings with ``precision`` composed in (None: TINY's 32-true). compose() records
+    no override, so a composed precision reads as the preset's (trainer=cpu's bf16-mixed, which
+    native_precision keeps only on a CPU with native bfloat16); ``given`` adds it to the
+    command line's overrides, where it is kept on any CPU."""
+    extra = () if precision is None else (f"trainer.precision={precision}",)
+    settings = parse_settings(
+        compose_config(
+            f"mode={mode}",
+            f"ckpt_path={ckpt}",
+            "model.max_seq_len=64",
+            f"output_dir={tmp_path / 'out'}",
+            *extra,
+        )
     )
-    evaluated = modes.eval.run(parse_settings(cfg))["results"][0]
-    assert result["base_loss"] == pytest.approx(evaluated["loss"], abs=1e-5)
+    return replace(settings, overrides={"trainer.precision": precision}) if given else settings
+
+
+@pytest.mark.parametrize(
+    ("native", "precision", "given", "expected"),
+    [
+        (True, "bf16-mixed", False, "bf16-mixed"),  # trainer=cpu's preset, native bfloat16
+        (False, "bf16-mixed", False, "32-true"),  # the preset, bfloat16 only emulated
+        (False, "bf16-mixed", True, "bf16-mixed"),  # typed on the command line: kept
+        (False, "64-true", True, "64-true"),
+        (True, None, False, "32-true"),  # TINY's
+    ],
+)
+def test_heads_runs_in_the_precision_mode_eval_would(
+    analysed, tmp_path, monkeypatch, native: bool, precision: str | None, given: bool, expected
+) -> None:
+    """mode=heads' precision is native_precision's, mode=eval's, on a CPU with or without
+    native bfloat16 (the checkpoint's analysis stubbed: only the settings it gets count)."""
+    monkeypatch.setattr(training.precision, "native_bf16_cpu", lambda: native)
+    got = []
+    monkeypatch.setattr(
+        features.heads.command,
+        "analyse_checkpoint",
+        lambda ckpt, settings: got.append(settings.trainer.precision) or {},
+    )
+    ckpt, _ = analysed["decoder"]
+    features.heads.command.run(_with_precision("heads", ckpt, tmp_path, precision, given))
+    as_eval = native_precision(_with_precision("eval", ckpt, tmp_path, precision, given))
+    assert got == [as_eval.trainer.precision] == [expected]
+
+
+@pytest.mark.parametrize("precision", [None, "bf16-mixed"])
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_base_loss_is_mode_evals_loss_to_the_bit(
+    analysed, arch: str, precision: str | None, tmp_path: Path
+) -> None:
+    """With the same settings (TINY's 32-true; bf16-mixed given) both commands score in the
+    same precision, the same tokens (a decoder's windows at a stride of the window, an
+    encoder's masks from job.seed and each batch's tokens), with the same forward pass per
+    batch (no gate, SDPA) and the same running sum over the batches: the same loss to the bit.
+    Tolerance 0, so any difference is one of computation: heads in float32 against eval's
+    bf16-mixed is 3e-6 (encoder) and 2e-5 (decoder) away, torch.sum's order 2 ulps (decoder)."""
+    ckpt, result = analysed[arch]
+    if precision is not None:  # a copy of the run: heads.json of the fixture's result kept
+        shutil.copytree(ckpt.parent.parent, tmp_path / "run")
+        ckpt = tmp_path / "run" / "checkpoints" / ckpt.name
+        settings = _with_precision("heads", ckpt, tmp_path, precision, True)
+        result = features.heads.command.run(settings)
+    settings = _with_precision("eval", ckpt, tmp_path, precision, precision is not None)
+    evaluated = modes.eval.run(settings)["results"][0]
+    expected = precision or "32-true"
+    assert result["precision"] == result["provenance"]["precision"] == expected
+    assert evaluated["precision"] == expected
     assert result["tokens"] == evaluated["tokens_scored"]
+    assert result["base_loss"] == evaluated["loss"]
 
 
 def _sweep(root: Path, ckpt: Path, jobs: list[tuple[str, str, str]]) -> Path:
@@ -119,6 +187,18 @@ def test_bad_input_is_one_line(analysed, tmp_path) -> None:
         features.heads.command.run(_settings(sweep, tmp_path))
     with pytest.raises(ValueError, match="heads.prune is for mode=eval"):
         features.heads.command.run(_settings(ckpt, tmp_path, "heads.prune=0.5"))
+    # float16 (16-mixed needs a GPU, named here: refused before the trainer looks for one)
+    for precision in ("16-true", "16-mixed"):
+        line = (
+            f"mode=heads does not run in trainer.precision={precision}: float16's range is too "
+            "small for the heads' importance gradients without a gradient scaler; give "
+            "trainer.precision=bf16-mixed, 32-true, bf16-true or 64-true"
+        )
+        settings = _settings(
+            ckpt, tmp_path, "trainer.accelerator=gpu", f"trainer.precision={precision}"
+        )
+        with pytest.raises(ValueError, match=f"^{re.escape(line)}$"):
+            features.heads.command.run(settings)
 
 
 def _eval(ckpt: Path, tmp_path: Path, *overrides: str) -> dict:
@@ -145,7 +225,7 @@ def test_eval_gates_off_the_heads_named_or_the_least_important(analysed, tmp_pat
     half = _eval(ckpt, tmp_path, "heads.prune=0.5")
     point = next(p for p in result["prune_curve"] if p["removed_fraction"] == 0.5)
     assert half["heads_pruned"] == point["removed"]
-    assert half["loss"] == pytest.approx(point["loss"], abs=1e-5)
+    assert half["loss"] == point["loss"]  # the same passes and the same running sum
     whole = _eval(ckpt, tmp_path)
     assert "heads_pruned" not in whole
     records = [json.loads(line) for line in (ckpt.parent / "eval.jsonl").read_text().splitlines()]
