@@ -172,6 +172,32 @@ def train_py(
     return FORK_SERVER.run([script, *args], cwd=cwd, env=env, timeout=timeout)
 
 
+def fresh_train_py(
+    *args: str, root: Path, hash_seed: int, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """``python train.py ARGS`` in a new interpreter, run from ``root`` with a data cache of its
+    own (``root/cache``, empty at first) and ``PYTHONHASHSEED=hash_seed``: a user's first run
+    on another machine. The reproducibility tests run each command twice this way.
+
+    Not ``train_py``'s forked child: a fork inherits its server's hash seed (Python reads
+    PYTHONHASHSEED at start-up only) and the random keys of the Rust hash maps the tokenizers
+    library had made (per thread, drawn once): three forks of one process trained
+    Hugging Face's WordPiece into one tokenizer.json, three fresh processes into three.
+    A test of forks passes on code that is not reproducible."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    env |= {"TINYLM_CACHE": str(root / "cache"), "PYTHONHASHSEED": str(hash_seed)}
+    env.pop("TINYLM_DEBUG", None)
+    root.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class ForkServer:
     """This test process's ``tests/fork_server.py --serve``, started at its first job and
     stopped at exit; a job's output comes back through files."""
