@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,15 @@ def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
         )
         found[arch] = out / "checkpoints" / "last.ckpt"
     return found
+
+
+def copy_tiny_runs(tiny_checkpoints: dict[str, Path], where: Path) -> Path:
+    """A copy of the two tiny runs in ``where`` (``decoder/``, ``encoder/``): a directory of
+    runs, which the modes that read a sweep directory take whole; they write beside the
+    copies, never beside the session's runs."""
+    for arch, ckpt in tiny_checkpoints.items():
+        shutil.copytree(ckpt.parents[1], where / arch)
+    return where
 
 
 @pytest.fixture(scope="session")

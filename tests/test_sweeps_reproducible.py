@@ -1,7 +1,7 @@
 """The same sweep twice, each in a fresh process with an empty data cache and another hash seed:
 each job records the same numbers (metrics.json, the closing sample) and trains the same
 tokenizer (tokenizer.json), a GPT and a BERT, one after the other in one process as the basic
-launcher runs them."""
+launcher runs them, their batches drawn by DataLoader workers."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def test_a_sweeps_jobs_give_the_same_numbers_in_a_fresh_process(tmp_path: Path) 
             *TINY,
             "trainer.max_steps=10",
             "trainer.val_check_interval=5",
+            "data.num_workers=2",  # batches drawn by worker processes: the same ones, in order
             "hydra.sweep.dir=sweep",
             root=root,
             hash_seed=hash_seed,

@@ -5,12 +5,11 @@ eval.jsonl, and the tokenizer it saved."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import fresh_train_py
+from tests.conftest import copy_tiny_runs, fresh_train_py
 from tests.records import assert_reproduced, read_records
 
 # Two epochs of three batches: validation runs after each, the best checkpoint is scored on
@@ -31,19 +30,18 @@ def write_task(path: Path, n: int = 36) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["encoder", "decoder"])
 def test_a_finetune_gives_the_same_numbers_in_a_fresh_process(
-    tiny_checkpoints, tmp_path: Path, arch: str
+    tiny_checkpoints, tmp_path: Path
 ) -> None:
     # One command line, run from two folders (its paths are relative).
     roots = [tmp_path / "first", tmp_path / "second"]
     for hash_seed, root in enumerate(roots, 1):
-        # Each run its own copy of the pretrained run: the fine-tune adds to its eval.jsonl.
-        shutil.copytree(tiny_checkpoints[arch].parents[1], root / "pre")
+        # A directory of runs: each is fine-tuned, into tuned/decoder and tuned/encoder.
+        copy_tiny_runs(tiny_checkpoints, root / "runs")
         write_task(root / "task.jsonl")
         proc = fresh_train_py(
             "mode=finetune",
-            "ckpt_path=pre/checkpoints/last.ckpt",
+            "ckpt_path=runs",
             "finetune.task=files",
             "finetune.path=task.jsonl",
             *QUICK,
@@ -52,11 +50,12 @@ def test_a_finetune_gives_the_same_numbers_in_a_fresh_process(
             hash_seed=hash_seed,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-    first, second = roots
-    for record in ("tuned/metrics.json", "pre/checkpoints/eval.jsonl"):
-        assert_reproduced(read_records(first / record), read_records(second / record), *roots)
-    metrics = json.loads((first / "tuned" / "metrics.json").read_text())
-    assert {"best_val_loss", "test_accuracy", "test_confusion"} <= metrics.keys()
-    # The tokenizer saved with the classifier: the pretrained one's, byte for byte.
-    tokenizers = [(root / "tuned" / "tokenizer.json").read_bytes() for root in roots]
-    assert tokenizers[0] == tokenizers[1]
+    for arch in ("decoder", "encoder"):
+        records = [f"tuned/{arch}/metrics.json", f"runs/{arch}/checkpoints/eval.jsonl"]
+        for record in records:
+            assert_reproduced(*(read_records(root / record) for root in roots), *roots)
+        (metrics,) = read_records(roots[0] / records[0])
+        assert metrics["arch"] == arch and "test_accuracy" in metrics
+        # The tokenizer saved with the classifier: the pretrained one's, byte for byte.
+        tokenizers = [(root / "tuned" / arch / "tokenizer.json").read_bytes() for root in roots]
+        assert tokenizers[0] == tokenizers[1]
