@@ -63,12 +63,13 @@ class Report:
     # What features add (Feature.report): a sentence saying the configurations were sampled,
     # one run each (an Optuna search's trials: no heatmap, no call for seeds), sentences
     # closing the summary's first paragraph, summary.md sections before and after its runs,
-    # and files of each run the page links to.
+    # files of each run the page links to, and short notes on runs by name (a reproduction).
     sampled: str | None = None
     notes: list[str] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
     appendix: list[str] = field(default_factory=list)
     run_files: list[str] = field(default_factory=list)
+    run_notes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def build_report(path: Path, target_loss: float | None = None) -> Report | None:

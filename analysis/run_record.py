@@ -72,10 +72,12 @@ class RunRecord(TypedDict, total=False):
     started_at: float
     finished_at: float
     threads: int
+    seconds: dict[str, float]  # where the time went: data, training, validation, sample
     best_ckpt: str
     val_curve: list[list[float]]  # [step, loss, tokens, seconds]; [step, loss] before those
     overrides: dict[str, str]
     config: dict[str, Any]
+    settings: dict[str, Any]  # every group's validated settings, as the job ran
     provenance: dict[str, Any]  # common/provenance.py
     params: int
     params_with_embeddings: int

@@ -205,7 +205,7 @@ class JobConfig:
         if self.mode != "train" and not self.ckpt_path:
             raise ValueError(
                 f"mode={self.mode} needs a checkpoint: add ckpt_path=RUN_DIR/checkpoints/"
-                "best.ckpt" + (" (or a sweep directory)" if self.mode in ("eval", "heads") else "")
+                "best.ckpt (or the run or sweep directory, where the mode reads one)"
             )
         if self.max_new_tokens < 0:
             raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 0")

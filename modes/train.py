@@ -92,6 +92,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             f"({counts['params_with_embeddings']:,} with embeddings), run dir {out_dir}"
         )
 
+    prepared = time.time()  # the data, its tokenizer and the network are ready
     trainer = training_trainer(settings, out_dir, callbacks)
     apply_budget(settings, trainer, model_config, task.flops_per_token)
     if settings.trainer.compile:
@@ -113,6 +114,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     metrics = run_record(
         Status(ended[0]) if ended else Status.COMPLETED,
         arch=model_config.arch,
+        seed=settings.job.seed,  # what mode=reproduce re-runs it with, whatever the default
         step=trainer.global_step,
         best_val_loss=float(best) if best is not None else last.get("val/loss"),
         **{f"val_{name}": last.get(f"val/{name}") for name in ("loss", "ppl", "bpc", "bpb", "acc")},
@@ -131,16 +133,25 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         started_at=started_at,
         finished_at=time.time(),
         threads=torch.get_num_threads(),
+        # Where this process's time went; the closing sample's is added when it is drawn.
+        seconds={
+            "data": prepared - started_at,
+            "training": train_seconds - task.validation_seconds,
+            "validation": task.validation_seconds,
+        },
         best_ckpt=checkpointing.best_model_path,
         val_curve=task.val_curve,
         overrides=settings.overrides,
         config={f"model.{k}": v for k, v in model_config.to_dict().items()},
+        settings=settings.plain(),
         provenance=provenance(settings.trainer.precision, settings.trainer.accelerator),
         **counts,
     )
     if trainer.is_global_zero:
         write_record(out_dir, metrics)
+        sampling = time.perf_counter()
         metrics["sample"] = _final_report(task, datamodule, settings, metrics)
+        metrics["seconds"]["sample"] = time.perf_counter() - sampling
         write_record(out_dir, metrics)  # with the closing sample, which the run's page shows
         refresh(out_dir)
     finish_logger(trainer)

@@ -174,7 +174,7 @@ NOT_RUNNABLE = {
 # server beside the other commands, which share the scratch directory and run in order.
 BESIDE = {
     *("bench.attention", "bench.train_step", "bench.generate", "bench.startup"),
-    *("bench.shakespeare_char", "bench.eval"),
+    *("bench.shakespeare_char", "bench.eval", "bench.curves"),
 }
 
 # Benchmarks with their quickest options; "{ws}" is the scratch directory.
@@ -213,6 +213,7 @@ QUICK = {
     ],
     "python -m bench.generate": ["--new-tokens", "8", "--repeats", "1", "--batch-sizes", "1"],
     "python -m bench.startup": ["--repeats", "1", "--", *SMALL_TRAIN],
+    "python -m bench.curves": ["--steps", "2", "--rounds", "1", "--", *SMALL_TRAIN],
     # Each train.py run of bench.shakespeare_char is a fresh interpreter: its forms run as
     # one, the fullest, whose options include the others'.
     **dict.fromkeys(

@@ -121,6 +121,8 @@ class LanguageModelTask(L.LightningModule):
         self._seconds_since_log = 0.0
         self._tokens_total = 0
         self._seconds_total = 0.0
+        self.validation_seconds = 0.0  # of this process: where a run's time went
+        self._validation_started = 0.0
         self._pending_rng_states: dict[str, Any] | None = None
         # Equivalent mutants: on_train_batch_start sets it before anything reads it.
         self._batch_started = 0.0  # pragma: no mutate
@@ -152,6 +154,12 @@ class LanguageModelTask(L.LightningModule):
         if logging_step:
             self.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Before gradient clipping: the norm the clip is judged against.
+        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
+            grads = [p.grad for p in self.parameters() if p.grad is not None]
+            self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
 
     # Lightning does not restore the RNGs dropout draws from: they are put back just before the
     # first batch after a resume (building the loaders' iterators draws from them before).
@@ -212,6 +220,10 @@ class LanguageModelTask(L.LightningModule):
 
     def on_validation_start(self) -> None:
         self._last_step_end = None  # validation time is not training throughput
+        self._validation_started = perf_counter()
+
+    def on_validation_end(self) -> None:
+        self.validation_seconds += perf_counter() - self._validation_started
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._update_eval_metrics("val", batch)

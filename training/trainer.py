@@ -18,6 +18,7 @@ from common.library_private import drop_wandb_init_argument
 from conf.features import training_callbacks
 from conf.schema import Settings
 from training.callbacks import AtomicCheckpointIO, SaveOnInterrupt
+from training.curves import CurvesLogger
 
 # One copy of Lightning's messages (Hydra's root handler would repeat them), no ads.
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
@@ -30,7 +31,8 @@ def training_trainer(
     settings: Settings, out_dir: Path, callbacks: Sequence[L.Callback] = ()
 ) -> L.Trainer:
     """The Trainer of ``mode=train``: checkpoints (best and last), the save-on-signal guard,
-    atomic checkpoint writes, the logger; ``callbacks`` are added to these."""
+    atomic checkpoint writes, the logger and the run's curves; ``callbacks`` are added to
+    these."""
     checkpointing = ModelCheckpoint(
         dirpath=out_dir / "checkpoints",
         filename="best",
@@ -44,17 +46,18 @@ def training_trainer(
         enable_version_counter=False,
     )
     logger = build_logger(settings, out_dir)
+    curves = CurvesLogger(out_dir)
     all_callbacks = [
         checkpointing,
         SaveOnInterrupt(out_dir / "checkpoints" / "last.ckpt"),
+        curves,
+        LearningRateMonitor(logging_interval="step"),
         *callbacks,
         *training_callbacks(settings),  # the features'
     ]
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))
-    if logger:
-        all_callbacks.append(LearningRateMonitor(logging_interval="step"))
     kwargs = settings.trainer.trainer_kwargs()
     kwargs["devices"] = _devices_of_this_job(settings)
     if kwargs["strategy"] == "ddp" and settings.sweep_dir is not None:
@@ -64,7 +67,7 @@ def training_trainer(
     return L.Trainer(
         **kwargs,
         default_root_dir=out_dir,
-        logger=logger or False,
+        logger=[logger, curves] if logger else [curves],  # the chosen one first: trainer.logger
         callbacks=all_callbacks,
         plugins=[AtomicCheckpointIO()],
         enable_model_summary=False,

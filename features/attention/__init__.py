@@ -3,4 +3,8 @@
 
 from conf.features import Feature
 
-FEATURE = Feature(name="attention", modes={"attention": "features.attention.command"})
+FEATURE = Feature(
+    name="attention",
+    modes={"attention": "features.attention.command"},
+    report="features.attention.command:add_attention_maps",
+)

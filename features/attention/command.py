@@ -13,8 +13,13 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis.report import Report  # noqa: E402
+from analysis.report_columns import run_dirs  # noqa: E402
 from conf.schema import Settings  # noqa: E402
 from modes.inference import encode_prompt, load_for_inference  # noqa: E402
+from modes.report import refresh  # noqa: E402
+
+MAPS_FILE = "checkpoints/attention.png"  # beside the checkpoint, in its run directory
 
 
 def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
@@ -28,13 +33,20 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         _, attentions = loaded.model(torch.tensor([ids]), output_attentions=True)
     # Decoded one by one, so byte-level BPE shows " class" rather than "Ġclass".
     tokens = [tokenizer.decode([i]) or tokenizer.id_to_token(i) for i in ids]
-    out = Path(settings.job.ckpt_path).parent / "attention.png"
+    out = Path(settings.job.ckpt_path).parent / Path(MAPS_FILE).name
     maps = [a[0].numpy() for a in attentions]
     fig = attention_figure(maps, tokens, title=f"{loaded.config.arch}: {prompt!r}")
     fig.savefig(out, dpi=100)
     plt.close(fig)
     print(f"wrote {out}")
+    refresh(Path(settings.job.ckpt_path))  # its run's page links the maps
     return {"png": str(out), "tokens": tokens}
+
+
+def add_attention_maps(report: Report) -> None:
+    """The maps' file among the run files of ``report`` (``Feature.report``), once drawn."""
+    if any((d / MAPS_FILE).is_file() for d in run_dirs(report.root, report.runs).values()):
+        report.run_files.append(MAPS_FILE)
 
 
 def attention_figure(attentions: Sequence[Any], tokens: Sequence[str], title: str = "") -> Figure:

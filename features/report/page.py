@@ -79,7 +79,7 @@ def page_context(report: Report) -> dict[str, Any]:
         "heatmaps": heatmaps(report, grouped),
         "figures": [(f.title, svg_uri(f.draw)) for f in report.figures if f.on_page],
         "failed": [r for r in runs if r.get("status") == Status.FAILED],
-        "runs": [_run_entry(r, single, report.run_files) for r in runs],
+        "runs": [_run_entry(r, single, report.run_files, report.run_notes) for r in runs],
         "records": report.records if single else [],
         "sample": runs[0].get("sample") if single else None,
         "target_loss": report.target_loss,
@@ -188,8 +188,11 @@ def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def _run_entry(run: dict[str, Any], single: bool, extra: Sequence[str]) -> dict[str, Any]:
-    """A run's row in the runs table: its settings and the relative links to its files."""
+def _run_entry(
+    run: dict[str, Any], single: bool, extra: Sequence[str], notes: dict[str, list[str]]
+) -> dict[str, Any]:
+    """A run's row in the runs table: its settings, the relative links to its files and what
+    features note of it."""
     prefix = "" if single else f"{run['run']}/"
     files = [record_path().name, "checkpoints/", RESULTS_FILE, *extra]
     if not single:
@@ -203,4 +206,5 @@ def _run_entry(run: dict[str, Any], single: bool, extra: Sequence[str]) -> dict[
         "classes": [str(name) for name in run.get("label_names") or []],
         "settings": json.dumps(run.get("config", {}), indent=1, default=str),
         "links": [(name, prefix + name) for name in files],
+        "notes": notes.get(run["run"], []),
     }

@@ -37,6 +37,8 @@ def test_the_maps_of_a_checkpoint_are_drawn_beside_it(tiny_checkpoints, make_cfg
     assert png == decoder.parent / "attention.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "".join(result["tokens"]) == "The function"
+    # The run's page links the maps once they are drawn.
+    assert 'href="checkpoints/attention.png"' in (decoder.parents[1] / "report.html").read_text()
 
 
 def test_a_verbatim_prompt_through_train_py(tiny_checkpoints, tmp_path: Path) -> None:
