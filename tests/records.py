@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 # The fields that measure wall-clock time or speed: they differ on every run by nature.
-# ``seconds`` is consumed.seconds; val_curve's points are [step, loss, tokens, seconds].
+# ``seconds`` is consumed.seconds and where a run's time went (seconds.data, ...); val_curve's
+# points are [step, loss, tokens, seconds]; curves.jsonl prefixes a name (train/tokens_per_sec).
 TIME_FIELDS = frozenset(
     {
         "tokens_per_sec",
@@ -37,7 +38,7 @@ def without_times_and_paths(record: Any, root: Path) -> Any:
                 else without_times_and_paths(value, root)
             )
             for key, value in record.items()
-            if key not in TIME_FIELDS
+            if key.rsplit("/", 1)[-1] not in TIME_FIELDS
         }
     if isinstance(record, list):
         return [without_times_and_paths(value, root) for value in record]

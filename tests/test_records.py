@@ -43,6 +43,11 @@ def test_time_is_left_out_and_the_folder_named() -> None:
     assert numbers_in(kept) == 10  # True is not a number
 
 
+def test_a_curves_line_keeps_its_loss_and_loses_its_speed() -> None:
+    line = {"step": 5, "train/loss": 5.5, "train/tokens_per_sec": 467.2}
+    assert without_times_and_paths(line, ROOT) == {"step": 5, "train/loss": 5.5}
+
+
 def test_two_runs_that_differ_only_in_time_and_folder_agree() -> None:
     other = Path("/scratch/second")
     second = record(

@@ -1,7 +1,7 @@
 """The same sweep twice, each in a fresh process with an empty data cache and another hash seed:
-each job records the same numbers (metrics.json, the closing sample) and trains the same
-tokenizer (tokenizer.json), a GPT and a BERT, one after the other in one process as the basic
-launcher runs them, their batches drawn by DataLoader workers."""
+each job records the same numbers (metrics.json with the closing sample, curves.jsonl) and
+trains the same tokenizer (tokenizer.json), a GPT and a BERT, one after the other in one
+process as the basic launcher runs them, their batches drawn by DataLoader workers."""
 
 from __future__ import annotations
 
@@ -31,9 +31,11 @@ def test_a_sweeps_jobs_give_the_same_numbers_in_a_fresh_process(tmp_path: Path) 
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
     for job, arch in enumerate(("decoder", "encoder")):
-        records = [read_records(root / "sweep" / str(job) / "metrics.json") for root in roots]
-        assert_reproduced(*records, *roots)
-        (record,) = records[0]
+        # The record, and the curves: the training loss and gradient norm at each logged step.
+        for name in ("metrics.json", "curves.jsonl"):
+            records = [read_records(root / "sweep" / str(job) / name) for root in roots]
+            assert_reproduced(*records, *roots)
+        (record,) = read_records(roots[0] / "sweep" / str(job) / "metrics.json")
         assert record["arch"] == arch and record["status"] == "completed" and record["sample"]
         tokenizers = [(root / "sweep" / str(job) / "tokenizer.json").read_bytes() for root in roots]
         assert tokenizers[0] == tokenizers[1]
