@@ -147,8 +147,13 @@ def _record_failure(cfg: DictConfig, err: Exception) -> None:
         Status.FAILED,
         error=message,
         overrides=job_overrides(),
-        # the configured precision: the job may have failed before choosing the one it ran in
-        provenance=provenance(trainer.get("precision"), trainer.get("accelerator", "cpu")),
+        # the configured precision and compile: the job may have failed before choosing the
+        # ones it ran with
+        provenance=provenance(
+            trainer.get("precision"),
+            trainer.get("accelerator", "cpu"),
+            compiled=bool(trainer.get("compile", False)),
+        ),
     )
     write_record(Path(cfg.output_dir), failure)
     if "wandb" in sys.modules:

@@ -45,7 +45,11 @@ def fit(
                 step=guard.step,
                 resume_ckpt=str(guard.saved),
                 overrides=settings.overrides,
-                provenance=provenance(settings.trainer.precision, settings.trainer.accelerator),
+                provenance=provenance(
+                    settings.trainer.precision,
+                    settings.trainer.accelerator,
+                    compiled=settings.trainer.compile and settings.job.mode == "train",
+                ),
             )
             write_record(out_dir, status)
         raise Interrupted(

@@ -144,7 +144,11 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         overrides=settings.overrides,
         config={f"model.{k}": v for k, v in model_config.to_dict().items()},
         settings=settings.plain(),
-        provenance=provenance(settings.trainer.precision, settings.trainer.accelerator),
+        provenance=provenance(
+            settings.trainer.precision,
+            settings.trainer.accelerator,
+            compiled=settings.trainer.compile,
+        ),
         **counts,
     )
     if trainer.is_global_zero:

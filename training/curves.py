@@ -46,7 +46,7 @@ class CurvesLogger(Logger, L.Callback):
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        # The optimiser steps taken, as metrics.json's val_curve counts them (Lightning's own
+        # The optimiser steps taken, as the run record's val_curve counts them (Lightning's own
         # step is one less: the 10th step's loss at 9).
         if self.trainer is not None:
             step = self.trainer.global_step

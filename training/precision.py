@@ -2,7 +2,10 @@
 natively (docs/benchmarks.md: 1.4x faster), ``32-true`` where it would only emulate it, slower
 than float32. A ``trainer.precision`` typed on the command line is kept. ``16-mixed`` on a CPU
 found by ``trainer.accelerator=auto`` is refused, as ``conf/`` refuses it with ``cpu``: Lightning
-would train in ``bf16-mixed`` instead, other numbers than those asked for and recorded.
+would train in ``bf16-mixed`` instead, other numbers than those asked for and recorded. On a
+GPU, a precision or device where SDPA's flash kernel cannot run is said in one warning (the
+run's provenance records the kernel, ``common.provenance.attention_kernel``), and so is
+``trainer.compile=true`` where inductor cannot run (``training.compile.with_compile``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from dataclasses import replace
 import torch
 
 from common.library_private import cpu_bf16_flags
+from common.provenance import attention_kernel, effective_accelerator
 from common.ranks import global_rank
 from conf.schema import Settings
+from training.compile import with_compile
 
 
 def native_bf16_cpu() -> bool:
@@ -27,7 +32,7 @@ def native_bf16_cpu() -> bool:
 
 
 def _on_cpu(accelerator: str) -> bool:
-    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    return effective_accelerator(accelerator) == "cpu"
 
 
 def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
@@ -58,8 +63,15 @@ def with_native_precision(settings: Settings) -> tuple[Settings, str | None]:
 
 
 def native_precision(settings: Settings) -> Settings:
-    """``with_native_precision``'s settings, its note printed (rank 0) as a warning."""
+    """The settings this machine runs (``with_native_precision``'s, then ``with_compile``'s),
+    each fallback's note printed (rank 0) as a warning, with the one of an attention kernel
+    that falls back from flash on a GPU."""
     settings, note = with_native_precision(settings)
-    if note and global_rank() == 0:
-        print(f"tinylm: warning: {note}", file=sys.stderr)
+    settings, compile_note = with_compile(settings)
+    trainer = settings.trainer
+    used = effective_accelerator(trainer.accelerator)
+    attention_note = attention_kernel(used, trainer.precision)[1]
+    for line in (note, compile_note, attention_note):
+        if line and global_rank() == 0:
+            print(f"tinylm: warning: {line}", file=sys.stderr)
     return settings

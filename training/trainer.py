@@ -87,7 +87,8 @@ def _devices_of_this_job(settings: Settings) -> Any:
 
 
 def evaluation_trainer(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> L.Trainer:
-    """One device, no logger, no checkpoints: ``Trainer.validate``/``test`` for ``mode=eval``."""
+    """One device, no logger, no checkpoints: ``Trainer.validate``/``test`` for ``mode=eval``;
+    ``trainer.deterministic`` as in training (torch's deterministic algorithms on a GPU)."""
     return L.Trainer(
         callbacks=list(callbacks),
         accelerator=settings.trainer.accelerator,
@@ -97,6 +98,7 @@ def evaluation_trainer(settings: Settings, callbacks: Sequence[L.Callback] = ())
         enable_progress_bar=False,
         enable_model_summary=False,
         precision=settings.trainer.precision,
+        deterministic=settings.trainer.deterministic,
     )
 
 

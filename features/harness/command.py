@@ -76,7 +76,7 @@ def run(settings: Settings, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
             "arch": checkpoint.config.arch,
             "harness": f"lm-eval {lm_eval.__version__}",
             "limit": cfg.limit,
-            "provenance": provenance(FLOAT32, settings.trainer.accelerator),
+            "provenance": provenance(FLOAT32, "cpu"),  # the harness runs it on the CPU
         }
         for row in metric_rows(results):
             rows.append({**base, **row, "task_config": _task_config(results, row["task"])})

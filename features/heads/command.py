@@ -110,7 +110,7 @@ def analyse_checkpoint(ckpt: Path, settings: Settings) -> dict[str, Any]:
         "pruned_half_loss": next(p["loss"] for p in curve if len(p["removed"]) == half),
         "heads": stats.rows(),
         "prune_curve": curve,
-        "provenance": provenance(FLOAT32, settings.trainer.accelerator),
+        "provenance": provenance(FLOAT32, device.type),  # where it scored (auto: the CPU)
     }
     out = ckpt.parent / RESULTS_FILE
     write_text_atomically(out, json.dumps(record, indent=1) + "\n")

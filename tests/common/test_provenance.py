@@ -1,5 +1,7 @@
-"""Provenance: the code version of a dirty checkout, runs of one sweep on other code named in
-its summary, and a sweep re-run that meets a job finished on other code."""
+"""Provenance: the code version of a dirty checkout, the settings in effect on this machine
+(the accelerator auto picked, threads, deterministic mode, compile and attention kernel, each
+fallback recorded), runs of one sweep on other code or another machine named in its summary,
+and a sweep re-run that meets a job finished on other code."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_sweep_summary
+from common import provenance as stamps
 from common.provenance import code_version, differing_runs, provenance
 from modes.train import sweep_job_state
 
@@ -60,6 +64,79 @@ def test_a_record_names_versions_device_precision_and_command() -> None:
     assert recorded["code"] == code_version() and recorded["command"]
 
 
+def _no_gpu(monkeypatch: pytest.MonkeyPatch, cuda: bool = False, mps: bool = False) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "Test GPU")
+
+
+def test_a_record_names_the_settings_in_effect_on_this_machine(monkeypatch) -> None:
+    _no_gpu(monkeypatch)
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        for deterministic in (False, True):
+            torch.use_deterministic_algorithms(deterministic)  # as Lightning's Trainer sets it
+            recorded = provenance("32-true", "auto")
+            assert recorded["deterministic"] is deterministic
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert recorded["accelerator"] == "cpu" and recorded["device"].startswith("CPU: ")
+    assert recorded["threads"] == torch.get_num_threads()
+    assert (recorded["compile"], recorded["attention"]) == ("off", "sdpa: cpu")
+    assert recorded["precision"] == "32-true"  # the keys of older records stay
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "cuda", "mps", "expected"),
+    [
+        ("auto", False, False, "cpu"),
+        ("auto", True, False, "gpu"),
+        ("auto", False, True, "mps"),
+        ("cuda", True, False, "gpu"),
+        ("gpu", True, True, "gpu"),
+        ("cpu", True, True, "cpu"),
+    ],
+)
+def test_the_accelerator_is_recorded_as_lightning_resolves_it(
+    monkeypatch, accelerator: str, cuda: bool, mps: bool, expected: str
+) -> None:
+    _no_gpu(monkeypatch, cuda=cuda, mps=mps)
+    assert stamps.effective_accelerator(accelerator) == expected
+    device = provenance("32-true", accelerator)["device"]
+    assert device == "GPU: Test GPU" if expected == "gpu" else device.startswith("CPU: ")
+
+
+def test_compile_is_recorded_as_it_ran() -> None:
+    # training.compile.with_compile turns trainer.compile off where it cannot run, first
+    assert provenance("32-true", compiled=True)["compile"] == "inductor"
+    assert provenance("32-true")["compile"] == "off"  # not asked, or a mode that does not compile
+
+
+@pytest.mark.parametrize(
+    ("precision", "enabled", "runs", "kernel", "note"),
+    [
+        ("bf16-mixed", True, True, stamps.FLASH, None),
+        ("16-true", True, True, stamps.FLASH, None),
+        ("32-true", True, True, "sdpa: no flash (float32 or wider)", "needs float16 or bfloat16"),
+        ("bf16-mixed", True, False, "sdpa: no flash (this GPU or torch build)", "GPU: Test GPU"),
+        ("bf16-mixed", False, True, "sdpa: no flash (disabled)", "enable_flash_sdp(False)"),
+    ],
+)
+def test_on_a_gpu_the_attention_kernel_says_whether_flash_runs(
+    monkeypatch, precision: str, enabled: bool, runs: bool, kernel: str, note: str | None
+) -> None:
+    _no_gpu(monkeypatch, cuda=True)
+    monkeypatch.setattr(torch.backends.cuda, "flash_sdp_enabled", lambda: enabled)
+    asked = []
+    monkeypatch.setattr(stamps, "flash_runs", lambda dtype: asked.append(dtype) or runs)
+    found, said = stamps.attention_kernel.__wrapped__("gpu", precision)  # uncached
+    assert found == kernel
+    assert said is None if note is None else note in said and said.count("\n") == 0
+    if kernel == stamps.FLASH:
+        assert asked == ["bfloat16" if precision.startswith("bf16") else "float16"]
+    assert stamps.attention_kernel.__wrapped__("cpu", precision) == ("sdpa: cpu", None)
+
+
 def _run(commit: str, torch: str = "2.13.0") -> dict:
     recorded = provenance("32-true")
     return {
@@ -87,6 +164,21 @@ def test_jobs_on_other_code_are_named_in_the_summary(tmp_path: Path) -> None:
     assert "run 1 (commit bbbbbbb, torch 2.12.0)" in line
     assert "run 4 (no provenance recorded)" in line
     assert "the other 3 (commit aaaaaaa, torch 2.13.0)" in line
+
+
+def test_runs_on_another_machine_are_named_and_older_records_are_not() -> None:
+    runs = [(str(job), {**_run("a" * 40), "threads": 2}) for job in range(3)]
+    runs[2][1].update(threads=4, device="CPU: Other", accelerator="cpu")
+    line = differing_runs(runs)
+    assert line.startswith("runs differ in the machine they ran on: run 2 (CPU: Other, threads 4)")
+    assert "the other 2 (" in line and ", threads 2)" in line
+    runs[1][1].update(code={"commit": "b" * 40, "dirty": False, "diff_hash": None})
+    assert differing_runs(runs).startswith(
+        "runs differ in code or library versions and the machine they ran on: "
+    )
+    # A record from before threads were recorded lacks them: no difference is claimed.
+    older = {key: value for key, value in _run("a" * 40).items() if key != "threads"}
+    assert differing_runs([("0", older), ("1", {**_run("a" * 40), "threads": 2})]) is None
 
 
 def test_runs_that_agree_are_not_named() -> None:

@@ -320,12 +320,28 @@ def test_compile_without_a_cpp_compiler_says_so_and_trains_eager(
         metrics = run(make_cfg("trainer.compile=true", *SHORT, "max_new_tokens=2"))
     assert metrics["step"] == 3 and math.isfinite(metrics["val_loss"])
     assert _compiled_frames() == frames
+    assert metrics["provenance"]["compile"] == "off"  # what ran
     notes = [line for line in capsys.readouterr().err.splitlines() if "tinylm:" in line]
     assert notes == [
         "tinylm: warning: trainer.compile=true needs a C++ compiler for torch.compile's "
         "inductor backend and found none (g++, or the one $CXX names); training without "
         "compiling"
     ]
+
+
+def test_compile_falls_back_as_the_job_starts_only_in_the_mode_that_compiles(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from training import compile as compiling
+
+    asked = _settings("trainer.compile=true")
+    monkeypatch.setattr(compiling, "inductor_cpp_compiler", lambda: "g++")
+    assert compiling.with_compile(asked) == (asked, None)
+    monkeypatch.setattr(compiling, "inductor_cpp_compiler", lambda: None)
+    settings, note = compiling.with_compile(asked)
+    assert settings.trainer.compile is False and note.endswith("training without compiling")
+    evaluating = replace(asked, job=replace(asked.job, mode="eval", ckpt_path="x.ckpt"))
+    assert compiling.with_compile(evaluating) == (evaluating, None)
 
 
 # --------------------------------------------------------------------------- the default
@@ -364,6 +380,28 @@ def test_a_preset_bf16_falls_back_to_float32_only_on_a_cpu_without_native_bf16(
         _settings("trainer=gpu", typed=("trainer.accelerator=gpu",)),
     ):
         assert precision_choice.with_native_precision(kept) == (kept, None)
+
+
+def test_on_a_gpu_without_flash_attention_says_so_once_and_the_record_names_the_kernel(
+    monkeypatch, capsys
+) -> None:
+    from common import provenance as stamps
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "Test GPU")
+    monkeypatch.setattr(stamps, "flash_runs", lambda dtype: False)
+    stamps.attention_kernel.cache_clear()  # its answers for this machine, not the test's GPU
+    try:
+        settings = precision_choice.native_precision(_settings("trainer=gpu"))
+        recorded = stamps.provenance(settings.trainer.precision, settings.trainer.accelerator)
+    finally:
+        stamps.attention_kernel.cache_clear()
+    assert capsys.readouterr().err.splitlines() == [
+        "tinylm: warning: GPU: Test GPU (or this torch build) has no flash kernel for SDPA in "
+        "bfloat16: attention runs in SDPA's memory-efficient or math kernel, slower"
+    ]
+    assert (recorded["accelerator"], recorded["precision"]) == ("gpu", "bf16-mixed")
+    assert recorded["attention"] == "sdpa: no flash (this GPU or torch build)"
 
 
 def test_the_fallback_trains_and_evaluates_in_float32_and_the_record_says_so(
