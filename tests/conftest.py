@@ -185,9 +185,10 @@ def train_py(
 def fresh_train_py(
     *args: str, root: Path, hash_seed: int, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """``python train.py ARGS`` in a new interpreter, run from ``root`` with a data cache of its
-    own (``root/cache``, empty at first) and ``PYTHONHASHSEED=hash_seed``: a user's first run
-    on another machine. The reproducibility tests run each command twice this way.
+    """``python train.py ARGS`` in a new interpreter, run from ``root`` with caches of its own
+    (tinylm's ``root/cache`` and the datasets library's ``root/hf-datasets``, empty at first)
+    and ``PYTHONHASHSEED=hash_seed``: a user's first run on another machine. The
+    reproducibility tests run each command twice this way.
 
     Not ``train_py``'s forked child: a fork inherits its server's hash seed (Python reads
     PYTHONHASHSEED at start-up only) and the random keys of the Rust hash maps the tokenizers
@@ -195,7 +196,8 @@ def fresh_train_py(
     Hugging Face's WordPiece into one tokenizer.json, three fresh processes into three.
     A test of forks passes on code that is not reproducible."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
-    env |= {"TINYLM_CACHE": str(root / "cache"), "PYTHONHASHSEED": str(hash_seed)}
+    env |= {"TINYLM_CACHE": str(root / "cache"), "HF_DATASETS_CACHE": str(root / "hf-datasets")}
+    env["PYTHONHASHSEED"] = str(hash_seed)
     env.pop("TINYLM_DEBUG", None)
     root.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
