@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,15 @@ def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     return found
 
 
+def copy_tiny_runs(tiny_checkpoints: dict[str, Path], where: Path) -> Path:
+    """A copy of the two tiny runs in ``where`` (``decoder/``, ``encoder/``): a directory of
+    runs, which the modes that read a sweep directory take whole; they write beside the
+    copies, never beside the session's runs."""
+    for arch, ckpt in tiny_checkpoints.items():
+        shutil.copytree(ckpt.parents[1], where / arch)
+    return where
+
+
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny decoder run (16 steps, TINY's context of 32 tokens); returns its
@@ -170,6 +180,34 @@ def train_py(
         path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + wrapper)
         script = str(path)
     return FORK_SERVER.run([script, *args], cwd=cwd, env=env, timeout=timeout)
+
+
+def fresh_train_py(
+    *args: str, root: Path, hash_seed: int, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """``python train.py ARGS`` in a new interpreter, run from ``root`` with caches of its own
+    (tinylm's ``root/cache`` and the datasets library's ``root/hf-datasets``, empty at first)
+    and ``PYTHONHASHSEED=hash_seed``: a user's first run on another machine. The
+    reproducibility tests run each command twice this way.
+
+    Not ``train_py``'s forked child: a fork inherits its server's hash seed (Python reads
+    PYTHONHASHSEED at start-up only) and the random keys of the Rust hash maps the tokenizers
+    library had made (per thread, drawn once): three forks of one process trained
+    Hugging Face's WordPiece into one tokenizer.json, three fresh processes into three.
+    A test of forks passes on code that is not reproducible."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    env |= {"TINYLM_CACHE": str(root / "cache"), "HF_DATASETS_CACHE": str(root / "hf-datasets")}
+    env["PYTHONHASHSEED"] = str(hash_seed)
+    env.pop("TINYLM_DEBUG", None)
+    root.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class ForkServer:
