@@ -111,6 +111,8 @@ def attention_kernel(accelerator: str, precision: str | None) -> tuple[str, str 
             f"trainer.precision={precision}: SDPA's flash kernel needs float16 or bfloat16, so "
             f"{without} (trainer.precision=bf16-mixed uses it)"
         )
+    if not torch.cuda.is_available():
+        return UNKNOWN, None  # trainer.accelerator=gpu without one: Lightning refuses it
     if not torch.backends.cuda.flash_sdp_enabled():
         return "sdpa: no flash (disabled)", (
             f"torch.backends.cuda.enable_flash_sdp(False) was called: {without}"
