@@ -6,30 +6,20 @@ before anything runs."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from features.reproduce.command import HISTORY_FILE, check_only_own_settings, chosen_runs
-from tests.conftest import ROOT, TINY, train_py
+from tests.conftest import TINY, fresh_train_py, train_py
 from train import run
 
 
-def train_fresh(out: Path, cache: Path, *overrides: str) -> Path:
-    """A tiny run trained by ``python train.py`` in a new interpreter with an empty cache."""
-    env = {**os.environ, "TINYLM_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+def train_fresh(out: Path, *overrides: str) -> Path:
+    """A tiny run trained by ``python train.py`` in a new interpreter with empty caches."""
     args = [*TINY, "trainer.max_steps=12", "trainer.val_check_interval=6", *overrides]
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, f"output_dir={out}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = fresh_train_py(*args, f"output_dir={out}", root=out.parent, hash_seed=1)
     assert done.returncode == 0, done.stderr[-2000:]
     return out
 
@@ -37,7 +27,7 @@ def train_fresh(out: Path, cache: Path, *overrides: str) -> Path:
 @pytest.fixture(scope="module")
 def gpt_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("recorded")
-    return train_fresh(base / "gpt", base / "cache")
+    return train_fresh(base / "gpt")
 
 
 def history(run_dir: Path) -> list[dict]:
@@ -46,7 +36,7 @@ def history(run_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_bert_run_is_reproduced_bitwise_with_its_tokenizer(tmp_path: Path) -> None:
-    recorded = train_fresh(tmp_path / "bert", tmp_path / "cache", "model=bert", *TINY[1:5])
+    recorded = train_fresh(tmp_path / "bert", "model=bert", *TINY[1:5])
     done = train_py("mode=reproduce", f"ckpt_path={recorded}", "hydra.run.dir=again", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     rerun = tmp_path / "again" / "bert"
