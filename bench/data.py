@@ -4,6 +4,7 @@ the built-in corpus; cache size; tokenization speed; per-rank memory under 2-pro
     python -m bench.data --make-corpus /tmp/big.txt [--mb 320]
     python -m bench.data --text /tmp/big.txt [--repeats 3] [--ddp]
     python -m bench.data --text /tmp/big.txt --tokenizer-loss [--seeds 1 2 3] [--steps 5 200]
+    python -m bench.data --text /tmp/big.txt --wordpiece-cost [--repeats 3] [--first-runs 2]
 
 ``--make-corpus`` writes a corpus of paragraphs of ../shared/data/tinyshakespeare.txt and the
 built-in docs, reshuffled (seeded) until it reaches ``--mb`` megabytes; keep it out of the
