@@ -205,8 +205,8 @@ def wordpiece_cost(text: Path, repeats: int, first_runs: int) -> None:
     print(f"corpus {text} ({text.stat().st_size / 1e6:.0f} MB); {threads} threads; {load()}")
     with tempfile.TemporaryDirectory(prefix="tinylm-bench-") as work:
         sample = Path(work) / "sample.pickle"
-        bench = ["bench.data", "--wordpiece-sample", str(text.resolve()), str(sample)]
-        drawn = json.loads(run_child(module_command(bench[0], bench[1:]), env).stdout)
+        args = ["--wordpiece-sample", str(text.resolve()), str(sample)]
+        drawn = json.loads(run_child(module_command("bench.data", args), env).stdout)
         print(f"sample: {drawn['mb']:.1f} MB, drawn in {drawn['s']:.1f} s (both paths alike)")
         results: dict[str, list[dict]] = {kind: [] for kind in WORDPIECE}
         for i in range(repeats):
@@ -236,8 +236,8 @@ def wordpiece_cost(text: Path, repeats: int, first_runs: int) -> None:
             tokenizer = statistics.median(seconds["deterministic"])
             print(
                 f"first run {summary(firsts, 's')}: deterministic WordPiece training "
-                f"{tokenizer / first:.0%} of it, deterministic - plain "
-                f"{statistics.median(extra) / first:+.0%}"
+                f"{tokenizer / first:.1%} of it, deterministic - plain "
+                f"{statistics.median(extra) / first:+.1%}"
             )
 
 
