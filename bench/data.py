@@ -4,6 +4,7 @@ the built-in corpus; cache size; tokenization speed; per-rank memory under 2-pro
     python -m bench.data --make-corpus /tmp/big.txt [--mb 320]
     python -m bench.data --text /tmp/big.txt [--repeats 3] [--ddp]
     python -m bench.data --text /tmp/big.txt --tokenizer-loss [--seeds 1 2 3] [--steps 5 200]
+    python -m bench.data --text /tmp/big.txt --wordpiece-cost [--repeats 3] [--first-runs 2]
 
 ``--make-corpus`` writes a corpus of paragraphs of ../shared/data/tinyshakespeare.txt and the
 built-in docs, reshuffled (seeded) until it reaches ``--mb`` megabytes; keep it out of the
@@ -26,13 +27,23 @@ default) with one trained on the whole train split (the setting above the corpus
 validation loss and bits per character of ``--steps``-step runs, one per ``--seeds`` seed, in
 one shared cache (each tokenizer and store is built once). Loss per token depends on the
 tokenizer; bits per character do not.
+
+``--wordpiece-cost`` instead times the deterministic WordPiece training (data/tokenizer.py: a
+probe pass, then the real one with the continuing tokens given) against the baseline, the
+plain single-pass trainer it replaced (``plain_wordpiece``), on the sample a first run draws
+from the corpus: ``--repeats`` fresh processes each, interleaved A B B A so that drifting load
+hits both, with tokenizers' threads set to the usable cores; then ``--first-runs`` first runs
+of ``python train.py model=bert data=text data.path=TEXT`` (5 steps, each from an empty cache),
+of which the tokenizer's training is a share.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import pickle
 import random
 import re
 import resource
@@ -43,13 +54,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.launch import ROOT, module_command, run_child, train_command
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 QUIET = ["logger=none"]  # no logger start-up: the data path is what is measured
 DDP = ["trainer=cpu_ddp"]
 SLICE_BYTES = 32 << 20
+WORDPIECE = {"deterministic": "deterministic (data/tokenizer.py)", "plain": "plain single pass"}
 
 
 def make_corpus(path: Path, megabytes: int) -> None:
@@ -133,6 +149,103 @@ def tokenize_seconds(text: Path, tokenizer: Path, num_proc: int | None) -> float
         return float(proc.stdout.strip().splitlines()[-1])
 
 
+def plain_wordpiece(texts: list[list[str]], vocab_size: int) -> Tokenizer:
+    """The baseline: tokenizers' WordPieceTrainer in one pass, what data/tokenizer.py did
+    before issue 43 (ids of continuing tokens, and so some merges, differ run to run)."""
+    from tokenizers import trainers
+
+    from data.tokenizer import BASE_SPECIALS, _wordpiece, ensure_special_tokens
+
+    tokenizer = _wordpiece()  # the same recipe as the deterministic path: only training differs
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=list(BASE_SPECIALS), show_progress=False
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    ensure_special_tokens(tokenizer)
+    return tokenizer
+
+
+def draw_sample(text: Path, out: Path) -> None:
+    """Pickle the tokenizer sample a first run on ``text`` draws (default data settings)."""
+    from data.config import DataConfig
+    from data.corpus import Corpus
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tinylm-bench-") as cache:
+        texts = list(
+            Corpus(DataConfig(source="files", path=str(text), cache_dir=cache)).tokenizer_texts()
+        )
+    seconds = time.perf_counter() - started
+    out.write_bytes(pickle.dumps(texts))
+    print(json.dumps({"s": seconds, "mb": sum(len(t.encode()) for b in texts for t in b) / 1e6}))
+
+
+def train_wordpiece(kind: str, sample: Path) -> None:
+    """Seconds to train a ``kind`` WordPiece on the pickled sample, and its JSON's hash."""
+    from data.config import DataConfig
+    from data.tokenizer import train_tokenizer
+
+    texts = pickle.loads(sample.read_bytes())
+    vocab_size = DataConfig().vocab_size
+    started = time.perf_counter()
+    if kind == "plain":
+        tokenizer = plain_wordpiece(texts, vocab_size)
+    else:
+        tokenizer = train_tokenizer("wordpiece", texts, vocab_size)
+    seconds = time.perf_counter() - started
+    print(
+        json.dumps({"s": seconds, "sha": hashlib.sha256(tokenizer.to_str().encode()).hexdigest()})
+    )
+
+
+def wordpiece_cost(text: Path, repeats: int, first_runs: int) -> None:
+    """The deterministic WordPiece path against the plain trainer, and the first run's wall."""
+    threads = str(len(os.sched_getaffinity(0)))
+    env = {**os.environ, "RAYON_NUM_THREADS": threads}  # tokenizers' thread pool, fixed
+    print(f"corpus {text} ({text.stat().st_size / 1e6:.0f} MB); {threads} threads; {load()}")
+    with tempfile.TemporaryDirectory(prefix="tinylm-bench-") as work:
+        sample = Path(work) / "sample.pickle"
+        args = ["--wordpiece-sample", str(text.resolve()), str(sample)]
+        drawn = json.loads(run_child(module_command("bench.data", args), env).stdout)
+        print(f"sample: {drawn['mb']:.1f} MB, drawn in {drawn['s']:.1f} s (both paths alike)")
+        results: dict[str, list[dict]] = {kind: [] for kind in WORDPIECE}
+        for i in range(repeats):
+            for kind in list(WORDPIECE)[:: 1 if i % 2 == 0 else -1]:  # A B, B A, ...
+                args = ["--wordpiece-train", kind, str(sample)]
+                proc = run_child(module_command("bench.data", args), env)
+                results[kind].append(json.loads(proc.stdout))
+                print(f"  {i + 1} {WORDPIECE[kind]:<34} {results[kind][-1]['s']:6.1f} s; {load()}")
+        seconds = {kind: [r["s"] for r in rows] for kind, rows in results.items()}
+        print(f"\nWordPiece training on the sample, median [min, max] of {repeats}; {load()}")
+        for kind, label in WORDPIECE.items():
+            hashes = len({r["sha"] for r in results[kind]})
+            print(
+                f"  {label:<34} {summary(seconds[kind], 's'):<24} {hashes} distinct tokenizer.json"
+            )
+        extra = [d - p for d, p in zip(seconds["deterministic"], seconds["plain"], strict=True)]
+        print(f"  deterministic - plain, per repeat: {summary(extra, 's')}")
+        firsts = []
+        for i in range(first_runs):  # each from an empty cache, as bench.data's cold runs
+            cache, runs = f"{work}/cache-{i}", f"{work}/runs-{i}"
+            five_steps(["model=bert"], cache, f"{runs}/warmup")  # the built-in corpus's cache
+            large = ["model=bert", "data=text", f"data.path={text.resolve()}"]
+            firsts.append(five_steps(large, cache, f"{runs}/first")["s"])
+            print(f"first run {i + 1}, model=bert on {text.name}: {firsts[-1]:.1f} s; {load()}")
+        if firsts:
+            first = statistics.median(firsts)
+            tokenizer = statistics.median(seconds["deterministic"])
+            print(
+                f"first run {summary(firsts, 's')}: deterministic WordPiece training "
+                f"{tokenizer / first:.1%} of it, deterministic - plain "
+                f"{statistics.median(extra) / first:+.1%}"
+            )
+
+
+def load() -> str:
+    """The machine's load, as uptime gives it (1, 5 and 15 minutes)."""
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--text", type=Path, help="a large corpus (.txt); see --make-corpus")
@@ -145,7 +258,13 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, nargs="+", default=[5, 200])
+    parser.add_argument(
+        "--wordpiece-cost", action="store_true", help="deterministic vs plain WordPiece training"
+    )
+    parser.add_argument("--first-runs", type=int, default=2, help="of --wordpiece-cost")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--wordpiece-sample", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--wordpiece-train", nargs=2, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.measure:
         measure(rest[1:] if rest[:1] == ["--"] else rest)
@@ -153,11 +272,20 @@ def main() -> None:
     if args.make_corpus:
         make_corpus(args.make_corpus, args.mb)
         return
+    if args.wordpiece_sample:
+        draw_sample(*args.wordpiece_sample)
+        return
+    if args.wordpiece_train:
+        train_wordpiece(args.wordpiece_train[0], Path(args.wordpiece_train[1]))
+        return
     if args.text is None:
         parser.error("pass --text LARGE.txt (write one with --make-corpus PATH)")
 
     if args.tokenizer_loss:
         tokenizer_loss(args.text, args.seeds, args.steps)
+        return
+    if args.wordpiece_cost:
+        wordpiece_cost(args.text, args.repeats, args.first_runs)
         return
 
     text_mb = args.text.stat().st_size / 1e6

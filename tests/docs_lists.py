@@ -233,6 +233,15 @@ QUICK = {
         ],
     ),
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
+    # On the scratch directory's corpus.txt (big.txt needs the Shakespeare file): one repeat
+    # each, no train.py run.
+    **dict.fromkeys(
+        [
+            "python -m bench.data --text big.txt --wordpiece-cost --repeats 4",
+            "python -m bench.data --text big.txt --wordpiece-cost --repeats 4 --first-runs 0",
+        ],
+        ["--text", "{ws}/corpus.txt", "--wordpiece-cost", "--repeats", "1", "--first-runs", "0"],
+    ),
     "python -m bench.eval --max-chars 150000 --threads 1": [
         *("--max-chars", "3000", "--threads", "1", "--train-steps", "1"),
         *("--shakespeare", "{ws}/path/to/tinyshakespeare.txt"),
