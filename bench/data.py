@@ -154,9 +154,11 @@ def plain_wordpiece(texts: list[list[str]], vocab_size: int) -> Tokenizer:
     before issue 43 (ids of continuing tokens, and so some merges, differ run to run)."""
     from tokenizers import trainers
 
-    from data.tokenizer import BASE_SPECIALS, _wordpiece, ensure_special_tokens
+    from data.tokenizer import BASE_SPECIALS, ensure_special_tokens, untrained_wordpiece
 
-    tokenizer = _wordpiece()  # the same recipe as the deterministic path: only training differs
+    tokenizer = (
+        untrained_wordpiece()
+    )  # the same recipe as the deterministic path: only training differs
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, special_tokens=list(BASE_SPECIALS), show_progress=False
     )

@@ -107,9 +107,10 @@ def train_tokenizer(kind: str, texts: Iterable[list[str]], vocab_size: int) -> T
     return tokenizer
 
 
-def _wordpiece() -> Tokenizer:
-    # BERT's recipe, cased: whitespace and punctuation split words, so decoding
-    # restores the characters but not the exact spacing.
+def untrained_wordpiece() -> Tokenizer:
+    """BERT's WordPiece recipe, cased, before training (``bench.data`` trains it the old way to
+    measure what the deterministic path costs): whitespace and punctuation split words, so
+    decoding restores the characters but not the exact spacing."""
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -125,12 +126,12 @@ def _train_wordpiece(texts: Iterable[list[str]], vocab_size: int) -> Tokenizer:
     sorted, as special tokens (fixed ids from the start), which are then made plain vocabulary
     again, so that "##c" in a text is not matched whole."""
     texts = list(texts)  # bounded by data.tokenizer_sample_bytes; read twice
-    probe = _wordpiece()
+    probe = untrained_wordpiece()
     probe.train_from_iterator(
         texts, trainer=trainers.WordPieceTrainer(vocab_size=0, show_progress=False)
     )
     continuing = sorted(token for token in probe.get_vocab() if token.startswith("##"))
-    tokenizer = _wordpiece()
+    tokenizer = untrained_wordpiece()
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         special_tokens=[*BASE_SPECIALS, *continuing],
