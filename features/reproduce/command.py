@@ -21,7 +21,7 @@ from typing import Any
 from analysis.records import append_records, markdown_table, warn
 from analysis.run_record import Status, has_record, read_record, read_run, record_path
 from common.files import write_text_atomically
-from common.provenance import CODE_ROOT, code_label, code_version, same_code
+from common.provenance import CODE_ROOT, UNKNOWN, code_label, code_version, same_code
 from conf.schema import Settings
 from features.reproduce.compare import (
     ROW_VERDICTS,
@@ -179,12 +179,22 @@ def check_code(runs: Sequence[tuple[str, Path, dict[str, Any]]], other_code: boo
     if other_code:
         warn(f"{ran}: re-run on this code (reproduce.other_code=true)")
         return
-    commit = ((recorded or {}).get("code") or {}).get("commit")
-    back = f"check out {commit[:7]} to reproduce it, " if commit and commit != "unknown" else ""
     raise ValueError(
-        f"{ran}{f' (and {len(other) - 1} more runs)' if len(other) > 1 else ''}; {back}or give "
-        "reproduce.other_code=true to re-run it on this code and see which numbers move"
+        f"{ran}{f' (and {len(other) - 1} more runs)' if len(other) > 1 else ''}; "
+        f"{_way_back(recorded, now)}or give reproduce.other_code=true to re-run it on this code "
+        "and see which numbers move"
     )
+
+
+def _way_back(recorded: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str:
+    """How to get the recorded code back, where the record says it."""
+    commit = ((recorded or {}).get("code") or {}).get("commit")
+    if not commit or commit == UNKNOWN:
+        return ""
+    if commit != now["code"]["commit"]:
+        return f"check out {commit[:7]} to reproduce it, "
+    # The same commit: the uncommitted changes differ, and a record keeps only their hash.
+    return "set the working tree back as it was (git stash puts today's changes aside), "
 
 
 def rerun(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from common.provenance import code_version
 from features.reproduce.command import HISTORY_FILE, check_only_own_settings, chosen_runs
 from tests.conftest import TINY, fresh_train_py, train_py
 from train import run
@@ -136,6 +137,14 @@ def test_a_record_of_other_code_is_refused_naming_both(gpt_run, tmp_path, make_c
     assert "recorded on commit 1234567, this checkout is " in message
     assert "check out 1234567" in message and "reproduce.other_code=true" in message
     assert not (tmp_path / "again").exists()
+    # The same commit with other uncommitted changes: the record keeps only their hash.
+    record["provenance"]["code"] = {**code_version(), "dirty": True, "diff_hash": "0" * 16}
+    (planted / "metrics.json").write_text(json.dumps(record))
+    with pytest.raises(
+        ValueError, match=r"\(dirty, diff 0000000000000000\), this checkout is "
+    ) as refused:
+        run(make_cfg("mode=reproduce", f"ckpt_path={planted}"))
+    assert "git stash" in str(refused.value) and "check out" not in str(refused.value)
 
 
 def test_jobs_choose_among_a_sweeps_completed_jobs(gpt_run: Path, tmp_path: Path) -> None:
