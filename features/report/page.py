@@ -78,7 +78,7 @@ def page_context(report: Report) -> dict[str, Any]:
     dirs = run_dirs(report.root, runs)
     if single:
         curves = run_curves(report.root, runs[0])
-        sets, left_out = [curve_set("", [curves])], 0
+        sets, left_out = [curve_set([curves])], 0
     else:
         sets, left_out = configuration_sets(report.configs, dirs)
     return {

@@ -75,9 +75,11 @@ def run_curves(run_dir: Path, record: Mapping[str, Any]) -> RunCurves:
     return RunCurves(series, resumed)
 
 
-def curve_set(label: str, runs: Sequence[RunCurves]) -> CurveSet:
-    """The figures of ``runs`` (one run, or a configuration's runs) that have data."""
+def curve_set(runs: Sequence[RunCurves], config: Configuration | None = None) -> CurveSet:
+    """The figures of ``runs`` that have data: a run's, or ``config``'s runs' (their captions
+    name it)."""
     over = f" (mean over {len(runs)} runs; band: min to max)" if len(runs) > 1 else ""
+    name = f"{config.label()}: " if config else ""
     trained = any(LOSS in run.series for run in runs)
     loss = "training loss (raw and smoothed) and validation loss" if trained else "validation loss"
     figures = [
@@ -87,9 +89,9 @@ def curve_set(label: str, runs: Sequence[RunCurves]) -> CurveSet:
         ("gradient norm (before clipping)", draw_grad_norm, (GRAD_NORM,)),
     ]
     return CurveSet(
-        label,
+        f"{config.label()} (n={len(runs)})" if config else "",
         [
-            (title + over, partial(draw, runs))
+            (name + title + over, partial(draw, runs))
             for title, draw, keys in figures
             if any(key in run.series for run in runs for key in keys)
         ],
@@ -106,7 +108,7 @@ def configuration_sets(
         runs = [run_curves(run_dirs[run["run"]], run) for run in config.completed]
         runs = [run for run in runs if run.series]
         if runs:
-            found.append((config, curve_set(f"{config.label()} (n={len(runs)})", runs)))
+            found.append((config, curve_set(runs, config)))
     sign = -1 if configs and configs[0].higher_is_better else 1
     ranked = sorted(found, key=lambda f: math.inf if f[0].mean is None else sign * f[0].mean)
     kept = {id(config) for config, _ in ranked[:MAX_CONFIGURATIONS]}

@@ -118,14 +118,15 @@ def missing_points(facts: dict, run_dirs: dict[str | None, list[Path]]) -> list[
     wrong = []
     for key, dirs in run_dirs.items():
         figures = [f for f in facts["figures"] if f["set"] == key]
-        titles = {name for f in figures for name in CURVE_LINES if f["title"].startswith(name)}
+        drawn = {f["title"]: [n for n in CURVE_LINES if n in f["title"]] for f in figures}
+        wrong += [f"set {key}: {title} draws no known curve" for title, n in drawn.items() if not n]
+        titles = {name for names in drawn.values() for name in names}
         wrong += [f"set {key}: no figure of {name}" for name in set(CURVE_LINES) - titles]
         logged = [read_curves(d / CURVES_FILE) for d in dirs]
         for figure in figures:
             if not figure["shown"]:
                 wrong.append(f"set {key}: {figure['title']} is not shown")
-            name = next(n for n in CURVE_LINES if figure["title"].startswith(n))
-            for gid, prefix in CURVE_LINES[name]:
+            for gid, prefix in (line for n in drawn[figure["title"]] for line in CURVE_LINES[n]):
                 steps = min(
                     len({ln["step"] for ln in lines if any(k.startswith(prefix) for k in ln)})
                     for lines in logged
