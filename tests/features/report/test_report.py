@@ -278,7 +278,9 @@ def test_each_configuration_has_its_curves_and_every_link_a_file(sweep: Path) ->
     assert all(t.endswith("(mean over 2 runs; band: min to max)") for t in curves)
     assert all(t.startswith("model.dropout=") for t in curves)  # each names its configuration
     html = (sweep / REPORT_FILE).read_text()
-    options = re.findall(r'<option value="(\d+)">(.*?)</option>', html.split('id="curves-choice"')[1])
+    options = re.findall(
+        r'<option value="(\d+)">(.*?)</option>', html.split('id="curves-choice"')[1]
+    )
     assert [label for _, label in options] == [f"{row['label']} (n=2)" for row in _Page(html).rows]
 
 
