@@ -5,6 +5,7 @@ of a sweep; read from the HTML and in a real browser."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -125,3 +126,27 @@ def test_a_browser_shows_the_run_pages_curves_and_follows_their_links(
         assert browser.errors == []
     finally:
         browser.close()
+
+
+def test_a_sweep_page_draws_the_best_configurations_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond its limit of configurations, a sweep's page leaves out the worst ones' curves
+    and says so; a value that was not finite (a diverged loss, written as text) is no point."""
+    import features.report.run_curves as run_curves
+
+    monkeypatch.setattr(run_curves, "MAX_CONFIGURATIONS", 1)
+    for job, (lr, loss) in enumerate([("0.1", 3.0), ("0.01", 2.0)]):
+        record = {"status": "completed", "best_val_loss": loss, "overrides": {"optim.lr": lr}}
+        write_record(tmp_path / str(job), record)
+        lines = [{"step": s, "train/loss": loss + 1 / s} for s in (1, 2, 3)]
+        lines.append({"step": 4, "train/loss": "nan"})
+        (tmp_path / str(job) / CURVES_FILE).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    html = write_report(tmp_path).read_text()
+    assert (
+        '<option value="0">optim.lr=0.01 (n=1)</option>' in html and "optim.lr=0.1 (n" not in html
+    )
+    assert "left out: the curves of the 1 configuration with the worst results" in html
+    (figure,) = page_facts(tmp_path / REPORT_FILE)["figures"][:1]
+    assert figure["title"].startswith("optim.lr=0.01: training loss")
+    assert figure["lines"]["train-loss"] == 3  # the three finite values
