@@ -1,5 +1,7 @@
 """report.html: every number of a small real sweep's page equals its records, the page needs
-nothing but itself, text from runs stays text, and a real browser opens, sorts and draws it.
+nothing but itself, text from runs stays text, and a real browser opens, sorts and draws it;
+each configuration's curves (a point per logged step) are chosen in a list, every link is a
+file, and a job's own page is a run's page (tests/features/report/test_run_page.py).
 
 One sweep is trained once for the module (2 dropouts x 2 seeds, a few steps), then evaluated
 on text and on minimal pairs, one job fine-tuned (on a task whose class name is planted
