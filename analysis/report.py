@@ -134,7 +134,8 @@ def _figures(report: Report) -> list[Figure]:
         figures.append(
             Figure(loss.title, partial(draw_heatmap, loss), "heatmap_val_loss.png", on_page=False)
         )
-    if any(run.get("val_curve") for run in report.runs):
+    # A run's own page draws its validation loss with its training curves, not as a band.
+    if not report.single and any(run.get("val_curve") for run in report.runs):
         curves = partial(plot_curves, report.configs)
         title = "validation loss (mean over seeds; band: min to max)"
         figures.append(Figure(title, curves, "curves_val_loss.png"))

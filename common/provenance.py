@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 UNKNOWN = "unknown"
+NOT_INSTALLED = "not installed"  # a library's version where it is missing
 NOT_RECORDED = "no provenance recorded"  # a run from before provenance existed
 LIBRARIES = ("torch", "lightning", "tokenizers", "datasets", "transformers")
 # The checkout whose code ran: the directory above common/.
@@ -153,13 +154,14 @@ def code_version(root: Path = CODE_ROOT) -> dict[str, Any]:
 
 @functools.cache
 def library_versions() -> dict[str, str]:
-    """python and the installed versions of ``LIBRARIES`` (``unknown`` when not installed)."""
+    """python and the installed versions of ``LIBRARIES`` (``not installed`` for a missing
+    one)."""
     found = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
             found[name] = version(name)
         except PackageNotFoundError:
-            found[name] = UNKNOWN
+            found[name] = NOT_INSTALLED
     return found
 
 
@@ -171,6 +173,17 @@ def flash_runs(dtype: str) -> bool:
     probe = torch.zeros(1, 1, 8, 64, device="cuda", dtype=getattr(torch, dtype))
     params = torch.backends.cuda.SDPAParams(probe, probe, probe, None, 0.0, True, False)
     return torch.backends.cuda.can_use_flash_attention(params)
+
+
+def recorded_versions(recorded: dict[str, Any] | None) -> dict[str, str]:
+    """The library versions of a recorded provenance, a missing library named ``not
+    installed``: records written before that word say ``unknown`` for it (the only case in
+    which ``library_versions`` wrote it)."""
+    versions = (recorded or {}).get("versions") or {}
+    return {
+        str(name): NOT_INSTALLED if value == UNKNOWN else str(value)
+        for name, value in versions.items()
+    }
 
 
 def device_name(accelerator: str) -> str:
@@ -274,7 +287,7 @@ def differing_runs(runs: Sequence[tuple[str, dict[str, Any] | None]]) -> str | N
 
 
 def _signature(recorded: dict[str, Any]) -> dict[str, str | None]:
-    versions = recorded.get("versions") or {}
+    versions = recorded_versions(recorded)
     return {
         "code": code_label(recorded),
         **{name: str(versions.get(name, UNKNOWN)) for name in ("python", *LIBRARIES)},

@@ -53,6 +53,8 @@ def add_heads(report: Report) -> None:
         if not records or len({(r["num_layers"], r["num_heads"]) for r in records}) > 1:
             continue
         title = f"{config.label()} (mean over {len(records)} run{'s' * (len(records) > 1)})"
+        if report.single:  # a run's own page: no configuration, nothing averaged
+            title = "the run"
         maps = partial(plot_head_maps, records, title=title)
         report.figures.append(Figure(f"head maps of {title}", maps))
 

@@ -1,8 +1,11 @@
 """``report.html``: every number recorded for a sweep (or one run) on one page that a browser
 opens from disk: one rendering of its report (``analysis/report.py``), written by
-``write_page``, this feature's ``Feature.pages`` hook. A Jinja2 template with autoescaping, so
-every string that comes from a run (errors, labels, file names, swept values) is shown as
-text; its images are data URIs and its only script sorts the table and picks a heatmap.
+``write_page``, this feature's ``Feature.pages`` hook. A run's page starts with its training
+curves and what the run is (the changed settings, then all of them folded; the model's size;
+where the time went); a sweep's shows the curves of one configuration at a time, chosen in a
+list. A Jinja2 template with autoescaping, so every string that comes from a run (errors,
+labels, file names, swept values) is shown as text; its images are data URIs and its only
+script sorts the table and picks a heatmap or a configuration's curves.
 """
 
 from __future__ import annotations
@@ -22,16 +25,25 @@ import jinja2
 from analysis.plots import Heatmap, heatmap
 from analysis.records import RESULTS_FILE
 from analysis.report import Report, build_report
-from analysis.report_columns import Column
+from analysis.report_columns import Column, run_dirs
 from analysis.run_record import Status, record_path
 from analysis.summary import Configuration, configuration_rows, group_runs
 from common.files import write_text_atomically
-from common.provenance import code_label
+from common.provenance import code_label, recorded_versions
+from features.report.run_curves import CurveSet, configuration_sets, curve_set, run_curves
+from training.curves import CURVES_FILE
 
 REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
 STATUSES = (Status.COMPLETED, Status.FAILED, Status.PRUNED)  # always counted, even at zero
 COMPUTE = ("steps", "tokens", "flops", "seconds")
+# Where a run's time went (its record's seconds), as the page names each part.
+TIME_PARTS = {
+    "data": "data and tokenizer",
+    "training": "training",
+    "validation": "validation",
+    "sample": "sample",
+}
 
 
 @dataclass
@@ -63,8 +75,18 @@ def page_context(report: Report) -> dict[str, Any]:
     """What the template shows."""
     runs, single = report.runs, report.single
     grouped = column_groups(report)
+    dirs = run_dirs(report.root, runs)
+    if single:
+        curves = run_curves(report.root, runs[0])
+        sets, left_out = [curve_set([curves])], 0
+    else:
+        sets, left_out = configuration_sets(report.configs, dirs)
     return {
         "title": f"{'Run' if single else 'Sweep'} {report.root}",
+        "single": single,
+        "run": describe_run(runs[0], curves.resumed) if single else None,
+        "curve_sets": [_drawn(s) for s in sets if s.figures],
+        "curves_left_out": left_out,
         "swept": {
             k: sorted({str(r.get("overrides", {}).get(k)) for r in runs}) for k in report.keys
         },
@@ -79,10 +101,30 @@ def page_context(report: Report) -> dict[str, Any]:
         "heatmaps": heatmaps(report, grouped),
         "figures": [(f.title, svg_uri(f.draw)) for f in report.figures if f.on_page],
         "failed": [r for r in runs if r.get("status") == Status.FAILED],
-        "runs": [_run_entry(r, single, report.run_files, report.run_notes) for r in runs],
+        "runs": [
+            _run_entry(r, dirs[r["run"]], single, report.run_files, report.run_notes) for r in runs
+        ],
         "records": report.records if single else [],
         "sample": runs[0].get("sample") if single else None,
         "target_loss": report.target_loss,
+    }
+
+
+def describe_run(run: dict[str, Any], resumed: Sequence[int] = ()) -> dict[str, Any]:
+    """What a run's page says the run is: the settings its command changed, then every
+    setting (group.key -> value), the model's size and where its time went (``resumed``: the
+    steps it resumed at; its record's times are its last process's)."""
+    seconds = run.get("seconds") or {}
+    time = [(TIME_PARTS.get(k, k), v) for k, v in seconds.items() if isinstance(v, int | float)]
+    return {
+        "overrides": run.get("overrides") or {},
+        "settings": _flat(run.get("settings") or run.get("config") or {}),
+        "arch": run.get("arch"),
+        "params": run.get("params"),
+        "params_with_embeddings": run.get("params_with_embeddings"),
+        "time": time,
+        "total_seconds": sum(v for _, v in time),
+        "resumed": list(resumed),
     }
 
 
@@ -178,7 +220,7 @@ def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         recorded = run.get("provenance") or {}
         entry = {
             "code": code_label(recorded) if recorded else "no provenance recorded",
-            "versions": ", ".join(f"{k} {v}" for k, v in (recorded.get("versions") or {}).items()),
+            "versions": ", ".join(f"{k} {v}" for k, v in recorded_versions(recorded).items()),
             "device": recorded.get("device", ""),
             "precision": recorded.get("precision", ""),
         }
@@ -189,12 +231,18 @@ def _provenance(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _run_entry(
-    run: dict[str, Any], single: bool, extra: Sequence[str], notes: dict[str, list[str]]
+    run: dict[str, Any],
+    run_dir: Path,
+    single: bool,
+    extra: Sequence[str],
+    notes: dict[str, list[str]],
 ) -> dict[str, Any]:
-    """A run's row in the runs table: its settings, the relative links to its files and what
+    """A run's row in the runs table: its settings, the relative links to those of its files
+    that exist (an evaluation's or a head analysis's once its command has run) and what
     features note of it."""
     prefix = "" if single else f"{run['run']}/"
-    files = [record_path().name, "checkpoints/", RESULTS_FILE, *extra]
+    files = [record_path().name, CURVES_FILE, "checkpoints/", RESULTS_FILE]
+    files += [f"checkpoints/{RESULTS_FILE}", *extra]  # a checkpoint's own evaluations
     if not single:
         files.insert(0, REPORT_FILE)
     return {
@@ -204,7 +252,30 @@ def _run_entry(
         # a fine-tune's task and its class names
         "task": run.get("task"),
         "classes": [str(name) for name in run.get("label_names") or []],
-        "settings": json.dumps(run.get("config", {}), indent=1, default=str),
-        "links": [(name, prefix + name) for name in files],
+        "settings": json.dumps(run.get("settings") or run.get("config", {}), indent=1, default=str),
+        "links": [
+            (name, prefix + name)
+            for name in dict.fromkeys(files)
+            if (run_dir / name.rstrip("/")).exists()
+        ],
         "notes": notes.get(run["run"], []),
     }
+
+
+def _drawn(curves: CurveSet) -> dict[str, Any]:
+    """A curve set as the page shows it: its label and its figures as data URIs."""
+    return {
+        "label": curves.label,
+        "figures": [(title, svg_uri(draw)) for title, draw in curves.figures],
+    }
+
+
+def _flat(settings: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """(group.key, value) of nested settings, a value as the command line writes it."""
+    rows = []
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            rows += _flat(value, f"{prefix}{key}.")
+        else:
+            rows.append((f"{prefix}{key}", value if isinstance(value, str) else json.dumps(value)))
+    return rows

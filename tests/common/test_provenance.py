@@ -212,3 +212,25 @@ def test_a_rerun_on_the_same_code_says_nothing(tmp_path: Path, capsys) -> None:
     write_record(tmp_path, same)
     assert sweep_job_state(tmp_path, None, {}, True)[0]["status"] == "completed"
     assert "completed on" not in capsys.readouterr().err
+
+
+def test_a_missing_library_is_not_installed_and_an_old_record_reads_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import common.provenance as recorded
+
+    def version(name: str) -> str:
+        if name == "transformers":
+            raise recorded.PackageNotFoundError(name)
+        return "1.0"
+
+    monkeypatch.setattr(recorded, "version", version)
+    versions = recorded.library_versions.__wrapped__()  # uncached: the patched lookup
+    assert versions["transformers"] == "not installed" and versions["torch"] == "1.0"
+    # Records written before "not installed" said "unknown" for a missing library.
+    old = {"versions": {"torch": "1.0", "transformers": "unknown"}}
+    assert recorded.recorded_versions(old) == {"torch": "1.0", "transformers": "not installed"}
+    runs = [_run("a" * 40), _run("a" * 40)]
+    runs[0]["versions"] = {**runs[0]["versions"], "transformers": "unknown"}
+    runs[1]["versions"] = {**runs[1]["versions"], "transformers": "not installed"}
+    assert differing_runs([("0", runs[0]), ("1", runs[1])]) is None  # the same installation

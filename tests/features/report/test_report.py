@@ -1,5 +1,7 @@
 """report.html: every number of a small real sweep's page equals its records, the page needs
-nothing but itself, text from runs stays text, and a real browser opens, sorts and draws it.
+nothing but itself, text from runs stays text, and a real browser opens, sorts and draws it;
+each configuration's curves (a point per logged step) are chosen in a list, every link is a
+file, and a job's own page is a run's page (tests/features/report/test_run_page.py).
 
 One sweep is trained once for the module (2 dropouts x 2 seeds, a few steps), then evaluated
 on text and on minimal pairs, one job fine-tuned (on a task whose class name is planted
@@ -31,10 +33,18 @@ from features.report.page import (
 )
 from tests.conftest import ROOT, TINY, compose_config, train_py
 from tests.features.report.browser import CHROMIUM, Browser
+from tests.features.report.pages import (
+    SWEEP_WORDS,
+    browser_facts,
+    dead_links,
+    missing_points,
+    page_facts,
+)
 from train import run
 
 SWEEP = ["model.dropout=0.0,0.1", "seed=1,2"]
 SHORT = ["model.max_seq_len=64", "trainer.max_steps=4", "trainer.val_check_interval=2"]
+SHORT += ["trainer.log_every_n_steps=2"]  # the training's curves: two points each
 # A validation split of ~1,000 tokens: what the eval and the head analysis score.
 SMALL_VALIDATION = ["trainer.limit_val_batches=2", "data.val_fraction=0.003"]
 PLANTED = {
@@ -249,6 +259,51 @@ def test_the_page_needs_nothing_but_itself(sweep: Path) -> None:
     assert "<link" not in html and "<iframe" not in html and html.count("<script") == 1
 
 
+def _curve_sets(sweep: Path) -> dict[str | None, list[Path]]:
+    """The run directories of each configuration's curve set (its key: the configuration's
+    place in the results table)."""
+    labels = [row["label"] for row in _Page((sweep / REPORT_FILE).read_text()).rows]
+    dirs: dict[str, list[Path]] = {}
+    for job in sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file()):
+        dropout = read_record(job)["overrides"]["model.dropout"]
+        dirs.setdefault(f"model.dropout={dropout}", []).append(job)
+    return {str(labels.index(label)): jobs for label, jobs in dirs.items()}
+
+
+def test_each_configuration_has_its_curves_and_every_link_a_file(sweep: Path) -> None:
+    facts = page_facts(sweep / REPORT_FILE)
+    assert dead_links(facts) == []
+    sets = _curve_sets(sweep)
+    assert sorted(sets) == ["0", "1"] and all(len(jobs) == 2 for jobs in sets.values())
+    assert missing_points(facts, sets) == []
+    curves = [f["title"] for f in facts["figures"] if f["set"] is not None]
+    assert all(t.endswith("(mean over 2 runs; band: min to max)") for t in curves)
+    assert all(t.startswith("model.dropout=") for t in curves)  # each names its configuration
+    html = (sweep / REPORT_FILE).read_text()
+    options = re.findall(
+        r'<option value="(\d+)">(.*?)</option>', html.split('id="curves-choice"')[1]
+    )
+    assert [label for _, label in options] == [f"{row['label']} (n=2)" for row in _Page(html).rows]
+
+
+def test_a_sweep_jobs_page_is_a_run_page(sweep: Path) -> None:
+    """Its changed settings first, every setting folded, its files once they exist (the
+    eval, pairs and head analysis of the fixture), no word of a sweep."""
+    page = sweep / "0" / REPORT_FILE
+    html = page.read_text()
+    changed = html[html.index('<table id="overrides">') : html.index('<details id="settings">')]
+    assert "<td>model.dropout</td><td>0.0</td>" in changed and "<td>seed</td><td>1</td>" in changed
+    assert "<td>model.norm</td>" not in changed  # a default: with the rest, folded
+    assert "<td>model.norm</td><td>pre</td>" in html.split('<details id="settings">')[1]
+    facts = page_facts(page)
+    assert dead_links(facts) == []
+    linked = {Path(link).relative_to(page.parent).as_posix() for link in facts["links"]}
+    assert {"checkpoints/eval.jsonl", "checkpoints/heads.json", "curves.jsonl"} <= linked
+    assert missing_points(facts, {"0": [sweep / "0"]}) == []
+    for word in SWEEP_WORDS:
+        assert word not in html, word
+
+
 @pytest.fixture(scope="module")
 def planted(sweep: Path, tmp_path_factory) -> list[Path]:
     """The sweep's page with a failed job whose error and swept value are planted markup,
@@ -302,6 +357,31 @@ def test_a_browser_opens_sorts_and_draws_the_page(planted: list[Path], tmp_path:
         assert shown == sorted(shown, reverse=True)  # descending by the clicked column
         image = matplotlib.image.imread(__import__("io").BytesIO(browser.screenshot()))
         assert image.shape[0] > 500 and float(image[..., :3].std()) > 0.05  # not blank
+        assert browser.errors == []
+    finally:
+        browser.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+def test_a_browser_shows_each_configurations_curves_and_follows_every_link(
+    sweep: Path, tmp_path: Path
+) -> None:
+    browser = Browser(tmp_path / "profile")
+    hidden = "Array.from(document.querySelectorAll('div.curve-set'), d => d.hidden)"
+    try:
+        facts = browser_facts(browser, sweep / REPORT_FILE)
+        assert dead_links(facts) == []
+        assert missing_points(facts, _curve_sets(sweep)) == []
+        assert browser.evaluate(hidden) == [False, True]
+        browser.evaluate(
+            "(c => { c.value = '1'; c.dispatchEvent(new Event('change')); })"
+            "(document.getElementById('curves-choice'))"
+        )
+        assert browser.evaluate(hidden) == [True, False]  # the other configuration's set
+        job = browser_facts(browser, sweep / "0" / REPORT_FILE)
+        assert dead_links(job) == []
+        assert missing_points(job, {"0": [sweep / "0"]}) == []
+        assert not [word for word in SWEEP_WORDS if word in job["text"]]
         assert browser.errors == []
     finally:
         browser.close()
