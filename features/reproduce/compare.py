@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from common.provenance import code_label
+from common.provenance import code_label, recorded_versions
 
 # What measures wall time or names a file: different on every run by nature.
 TIMES = (
@@ -163,6 +163,7 @@ def _provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     recorded = dict(record.get("provenance") or {})
     found = {"code": code_label(recorded), "threads": record.get("threads")}
     for name, value in _leaves(recorded, ""):
-        if not name.startswith("code.") and name != "command":
-            found[name.removeprefix("versions.")] = value
-    return found
+        if not name.startswith(("code.", "versions.")) and name != "command":
+            found[name] = value
+    # An older record's "unknown" library is one that was not installed.
+    return {**found, **recorded_versions(recorded)}

@@ -99,6 +99,13 @@ def test_the_provenance_differences_are_named() -> None:
         },
     }
     assert provenance_differences(RECORD, RECORD) == []
+    # An older record's "unknown" library was one not installed, as a re-run now says.
+    older = {**RECORD, "provenance": {**RECORD["provenance"], "versions": {"torch": "unknown"}}}
+    newer = {
+        **RECORD,
+        "provenance": {**RECORD["provenance"], "versions": {"torch": "not installed"}},
+    }
+    assert provenance_differences(older, newer) == []
     assert provenance_differences(RECORD, other) == [
         ("code", "commit aaaaaaa", "commit bbbbbbb (dirty, diff feed)"),
         ("threads", "2", "4"),
