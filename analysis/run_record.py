@@ -85,6 +85,16 @@ class RunRecord(TypedDict, total=False):
 
 
 FIELDS = tuple(RunRecord.__annotations__)
+# A language model's results, as the end of its training prints them and its page heads them.
+HEADLINE = (
+    "best_val_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpc",
+    "val_bpb",
+    "val_acc",
+    "tokens_per_sec",
+)
 SCORE_PREFIXES = ("val_", "test_")  # a fine-tune's scores: val_NAME, test_NAME
 # The types of the fields that summaries, plots and sweep re-runs read.
 _TEXT_FIELDS = ("status", "error")

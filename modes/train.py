@@ -14,7 +14,7 @@ import lightning as L
 import torch
 
 from analysis.records import DamagedRecord, warn
-from analysis.run_record import FINISHED, Status, read_record, run_record, write_record
+from analysis.run_record import FINISHED, HEADLINE, Status, read_record, run_record, write_record
 from common.provenance import code_label, code_version, provenance, same_code
 from common.ranks import global_rank
 from conf.schema import Settings
@@ -30,16 +30,6 @@ from training.compile import compile_network
 from training.precision import native_precision
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
-
-HEADLINE = (
-    "best_val_loss",
-    "val_loss",
-    "val_ppl",
-    "val_bpc",
-    "val_bpb",
-    "val_acc",
-    "tokens_per_sec",
-)
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from analysis.plots import Heatmap, heatmap
 from analysis.records import RESULTS_FILE
 from analysis.report import Report, build_report
 from analysis.report_columns import Column, run_dirs
-from analysis.run_record import Status, record_path
+from analysis.run_record import HEADLINE, Status, record_path
 from analysis.summary import Configuration, configuration_rows, group_runs
 from common.files import write_text_atomically
 from common.provenance import code_label, recorded_versions
@@ -120,6 +120,9 @@ def describe_run(run: dict[str, Any], resumed: Sequence[int] = ()) -> dict[str, 
         "overrides": run.get("overrides") or {},
         "settings": _flat(run.get("settings") or run.get("config") or {}),
         "arch": run.get("arch"),
+        "results": [
+            (name, run[name]) for name in HEADLINE if isinstance(run.get(name), int | float)
+        ],
         "params": run.get("params"),
         "params_with_embeddings": run.get("params_with_embeddings"),
         "time": time,
