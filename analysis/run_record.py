@@ -99,19 +99,7 @@ SCORE_PREFIXES = ("val_", "test_")  # a fine-tune's scores: val_NAME, test_NAME
 # The types of the fields that summaries, plots and sweep re-runs read.
 _TEXT_FIELDS = ("status", "error")
 _MAPPING_FIELDS = ("overrides", "config", "consumed")
-_NUMBER_FIELDS = (
-    "step",
-    "best_val_loss",
-    "val_loss",
-    "val_ppl",
-    "val_bpc",
-    "val_bpb",
-    "val_acc",
-    "tokens_per_sec",
-    "params",
-    "params_with_embeddings",
-    "flops_per_token",
-)
+_NUMBER_FIELDS = ("step", *HEADLINE, "params", "params_with_embeddings", "flops_per_token")
 
 
 def run_record(status: Status, scores: Mapping[str, Any] | None = None, **fields: Any) -> RunRecord:
