@@ -216,6 +216,8 @@ def rerun(
     if done.tolerance and "trainer.deterministic" not in replayed:  # a GPU's run
         warn(f"{run_dir} ran on a GPU: re-run in Lightning's deterministic mode")
         replayed["trainer.deterministic"] = "true"
+    if replayed.get("mode") == "finetune":
+        replayed["ckpt_path"] = _quoted(pretrained_copy(Path(replayed["ckpt_path"]), rerun_dir))
     if cache is not None:
         env["TINYLM_CACHE"] = str(cache)
         if "data.cache_dir" in replayed:
@@ -238,6 +240,19 @@ def rerun(
     ]
     done.provenance = provenance_differences(record, rerun_record)
     return done
+
+
+def pretrained_copy(pretrained: Path, rerun_dir: Path) -> Path:
+    """The checkpoint a fine-tune re-runs from, linked (else copied) beside its re-run: a
+    fine-tune writes its evaluation record beside the checkpoint it fine-tuned, where the
+    recorded fine-tune's record must stay as it was."""
+    copy = rerun_dir.parent / f"{rerun_dir.name}-pretrained" / "checkpoints" / pretrained.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(pretrained, copy)
+    except OSError:  # another filesystem, or one without hard links
+        shutil.copy2(pretrained, copy)
+    return copy
 
 
 def _quoted(path: Path) -> str:

@@ -43,7 +43,7 @@ def replayed_overrides(record: Mapping[str, Any], run_dir: Path) -> dict[str, st
             )
         if key not in NOT_REPLAYED:
             replayed[key] = value
-    mode = replayed.get("mode", "train")
+    mode = replayed.setdefault("mode", str(record.get("mode", "train")))  # a fine-tune's says
     if mode not in RECORDED_MODES:
         raise ValueError(
             f"{where} is a mode={mode} record; mode=reproduce re-runs the runs of "
@@ -69,7 +69,13 @@ def _one_fine_tune(record: Mapping[str, Any], replayed: dict[str, str], where: P
             f"{where} is the {record.get('task')} task of the suite finetune.task={task}; "
             "re-run the suite's command, or fine-tune that task alone"
         )
-    replayed["ckpt_path"] = str(record.get("pretrained"))
+    pretrained = Path(str(record.get("pretrained")))
+    if not pretrained.is_file():
+        raise FileNotFoundError(
+            f"{where} fine-tuned {pretrained}, which no longer exists: a fine-tune re-runs from "
+            "the checkpoint it fine-tuned"
+        )
+    replayed["ckpt_path"] = str(pretrained)
 
 
 def _unsafe(key: str, value: str) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 
 from common.provenance import code_version
 from features.reproduce.command import HISTORY_FILE, check_only_own_settings, chosen_runs
-from tests.conftest import TINY, fresh_train_py, train_py
+from tests.conftest import TINY, copy_tiny_runs, fresh_train_py, train_py
 from train import run
 
 
@@ -80,6 +80,26 @@ def test_a_number_that_moved_is_named_and_fails_the_command(gpt_run: Path, tmp_p
     assert f"| best_val_loss | {record['best_val_loss']!r} |" in table
     page = (sweep / "report.html").read_text()
     assert "reproduced " in page and "1 numbers moved (best_val_loss)" in page
+
+
+@pytest.mark.slow
+def test_a_fine_tune_is_reproduced_and_its_pretrained_runs_record_kept(
+    tiny_checkpoints, tmp_path: Path
+) -> None:
+    pretrained = copy_tiny_runs(tiny_checkpoints, tmp_path / "runs") / "decoder"
+    tuned = tmp_path / "tuned"
+    settings = ("mode=finetune", f"ckpt_path={pretrained}", "finetune.max_steps=3", "logger=none")
+    done = train_py(*settings, "finetune.epochs=1", f"hydra.run.dir={tuned}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    evaluations = pretrained / "checkpoints" / "eval.jsonl"
+    written = evaluations.read_text()
+    done = train_py("mode=reproduce", f"ckpt_path={tuned}", "hydra.run.dir=again", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (entry,) = history(tuned)
+    assert entry["verdict"] == "identical" and entry["identical"] > 30
+    # The re-run fine-tuned a link to the checkpoint: the recorded one's evaluation stays.
+    assert evaluations.read_text() == written
+    assert (tmp_path / "again" / "tuned-pretrained" / "checkpoints" / "eval.jsonl").is_file()
 
 
 def plant(run_dir: Path, tmp_path: Path, **overrides: str) -> Path:
