@@ -145,7 +145,7 @@ class LanguageModelTask(L.LightningModule):
         loss, _ = self._loss(batch)
         # Only on logging steps (the check waits for an accelerator): a per-step self.log
         # costs ~5% of a small CPU step.
-        logging_step = (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+        logging_step = self._logging_step()
         if (logging_step or self.device.type == "cpu") and not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss became {loss.item()} at step {self.global_step}. "
@@ -155,9 +155,13 @@ class LanguageModelTask(L.LightningModule):
             self.log("train/loss", loss, prog_bar=True)
         return loss
 
+    def _logging_step(self) -> bool:
+        """Whether the step under way is one Lightning logs (every log_every_n_steps)."""
+        return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Before gradient clipping: the norm the clip is judged against.
-        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
+        if self._logging_step():
             grads = [p.grad for p in self.parameters() if p.grad is not None]
             self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
 

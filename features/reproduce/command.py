@@ -19,10 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from analysis.records import append_records, markdown_table, warn
-from analysis.run_record import Status, has_record, read_record, read_run, record_path
+from analysis.run_record import (
+    Status,
+    collect_runs,
+    has_record,
+    read_record,
+    read_run,
+    record_path,
+)
 from common.files import write_text_atomically
 from common.provenance import CODE_ROOT, UNKNOWN, code_label, code_version, same_code
 from conf.schema import Settings
+from data.tokenizer import TOKENIZER_FILE
 from features.reproduce.compare import (
     ROW_VERDICTS,
     Row,
@@ -31,13 +39,12 @@ from features.reproduce.compare import (
     file_row,
     provenance_differences,
 )
-from features.reproduce.config import ReproduceConfig, tolerance_for
+from features.reproduce.config import ReproduceConfig, ran_on_gpu, tolerance_for
 from features.reproduce.replay import replayed_overrides
 from modes.report import refresh
 
 HISTORY_FILE = "reproductions.jsonl"  # in the run's directory: each time it was re-run
 TABLE_FILE = "reproduction.md"  # in this command's directory: the tables
-TOKENIZER = "tokenizer.json"
 OWN_KEYS = ("mode", "ckpt_path", "output_dir")  # with reproduce.*: what this mode reads
 _SAMPLE_SHOWN = 40  # characters of a text value in a table
 
@@ -136,22 +143,23 @@ def chosen_runs(target: Path, jobs: list[str] | None) -> list[tuple[str, Path, d
             )
         found = [(target.name, target, read_run(target, "it is not re-run"))]
     else:
-        dirs = sorted(p for p in target.iterdir() if p.is_dir() and has_record(p))
-        if not dirs:
+        records = {run.pop("run"): run for run in collect_runs(target)}  # in job order
+        if not records:
             raise ValueError(
                 f"{target} holds no {record_path().name}, neither its own nor its jobs': give "
                 "a run or sweep directory"
             )
-        if jobs is not None:
-            names = [d.name for d in dirs]
-            unknown = [job for job in jobs if job not in names]
-            if unknown:
-                raise ValueError(
-                    f"reproduce.jobs names {', '.join(unknown)}, which {target} lacks; its "
-                    f"jobs: {', '.join(names)}"
-                )
-            dirs = [d for d in dirs if d.name in jobs]
-        found = [(d.name, d, read_run(d, "it is not re-run")) for d in dirs]
+        unknown = [job for job in jobs or () if job not in records]
+        if unknown:
+            raise ValueError(
+                f"reproduce.jobs names {', '.join(unknown)}, which {target} lacks; its "
+                f"jobs: {', '.join(records)}"
+            )
+        found = [
+            (name, target / name, record)
+            for name, record in records.items()
+            if jobs is None or name in jobs
+        ]
     chosen = []
     for name, run_dir, record in found:
         status = (record or {}).get("status")
@@ -213,7 +221,7 @@ def rerun(
     if isinstance(threads, int):  # a sum's order depends on how the threads split it
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     replayed = dict(overrides)
-    if done.tolerance and "trainer.deterministic" not in replayed:  # a GPU's run
+    if ran_on_gpu(record) and "trainer.deterministic" not in replayed:
         warn(f"{run_dir} ran on a GPU: re-run in Lightning's deterministic mode")
         replayed["trainer.deterministic"] = "true"
     if replayed.get("mode") == "finetune":
@@ -221,7 +229,7 @@ def rerun(
     if cache is not None:
         env["TINYLM_CACHE"] = str(cache)
         if "data.cache_dir" in replayed:
-            replayed["data.cache_dir"] = str(cache)
+            replayed["data.cache_dir"] = _quoted(cache)
     command = [
         sys.executable,
         str(CODE_ROOT / "train.py"),
@@ -236,7 +244,7 @@ def rerun(
         return done
     done.rows = [
         *compare(record, rerun_record, done.tolerance),
-        file_row(TOKENIZER, run_dir / TOKENIZER, rerun_dir / TOKENIZER),
+        file_row(TOKENIZER_FILE, run_dir / TOKENIZER_FILE, rerun_dir / TOKENIZER_FILE),
     ]
     done.provenance = provenance_differences(record, rerun_record)
     return done

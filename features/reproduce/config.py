@@ -52,8 +52,12 @@ def tolerance_for(config: ReproduceConfig, record: Mapping[str, Any]) -> float:
     """The tolerance a run's numbers are judged with: the one given, else by its device."""
     if config.tolerance is not None:
         return config.tolerance
-    device = str((record.get("provenance") or {}).get("device", ""))
-    return GPU_TOLERANCE if device.startswith("GPU") else 0.0
+    return GPU_TOLERANCE if ran_on_gpu(record) else 0.0
+
+
+def ran_on_gpu(record: Mapping[str, Any]) -> bool:
+    """Whether the record's run trained on a GPU (its provenance's device)."""
+    return str((record.get("provenance") or {}).get("device", "")).startswith("GPU")
 
 
 def _job_names(value: Any) -> list[str] | None:

@@ -43,7 +43,9 @@ def replayed_overrides(record: Mapping[str, Any], run_dir: Path) -> dict[str, st
             )
         if key not in NOT_REPLAYED:
             replayed[key] = value
-    mode = replayed.setdefault("mode", str(record.get("mode", "train")))  # a fine-tune's says
+    if "mode" in record:  # a fine-tune's record names its mode, whatever its overrides say
+        replayed.setdefault("mode", str(record["mode"]))
+    mode = replayed.get("mode", "train")
     if mode not in RECORDED_MODES:
         raise ValueError(
             f"{where} is a mode={mode} record; mode=reproduce re-runs the runs of "

@@ -26,7 +26,8 @@ def add_reproductions(report: Report) -> None:
     for name, entry in latest.items():
         report.run_notes.setdefault(name, []).append(reproduced_note(entry))
     rows = [
-        {"run": name, **entry, "moved": ", ".join(entry["moved"])} for name, entry in latest.items()
+        {"run": name, **entry, "moved": ", ".join(entry.get("moved") or [])}
+        for name, entry in latest.items()
     ]
     section = "## Reproductions\n\nEach run's latest re-run (`mode=reproduce`).\n\n"
     report.appendix.append(section + markdown_table((*COLUMNS, "moved", "rerun"), rows))
