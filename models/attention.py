@@ -185,7 +185,8 @@ class MultiHeadAttention(nn.Module):
     (``d_context`` given) has ``q_proj``, ``k_proj`` and ``v_proj``; both have ``out_proj``.
     Under grouped-query attention query head h uses key/value head h // (H / H_kv), as SDPA's
     ``enable_gqa`` pairs them. ``attn_dropout`` (on the probabilities) and ``proj_dropout`` (on
-    the output) default to ``dropout``.
+    the output) default to ``dropout``. ``scale`` multiplies the scores instead of
+    1 / sqrt(D) (μP's 1 / D, ``ModelConfig.attention_scale``).
     """
 
     def __init__(
@@ -200,6 +201,7 @@ class MultiHeadAttention(nn.Module):
         attn_dropout: float | None = None,
         proj_dropout: float | None = None,
         num_kv_heads: int | None = None,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         check_head_count("d_model", d_model, num_heads)
@@ -217,6 +219,7 @@ class MultiHeadAttention(nn.Module):
         self.d_in = d_model if d_in is None else d_in
         self.d_context = d_context
         self.attn_dropout = attn_dropout
+        self.scale = scale
         kv_dim = num_kv_heads * self.head_dim
         if d_context is None:
             self.qkv_proj = nn.Linear(self.d_in, d_model + 2 * kv_dim, bias=qkv_bias)
@@ -314,6 +317,7 @@ class MultiHeadAttention(nn.Module):
                 attn_mask=allowed,
                 dropout_p=dropout_p,
                 is_causal=is_causal,
+                scale=self.scale,
                 enable_gqa=self.num_kv_heads != self.num_heads,
             )  # (B, H, T_q, D)
         if has_key is not None:
@@ -357,12 +361,14 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool,
         dropout_p: float,
     ) -> tuple[Tensor, Tensor]:
-        """Explicit softmax(QK^T / sqrt(D)) V, returning the probabilities before dropout."""
+        """Explicit softmax(QK^T / sqrt(D)) V (``scale`` instead of 1 / sqrt(D) when given),
+        returning the probabilities before dropout."""
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads
             k = k.repeat_interleave(group, dim=1)  # (B, H, T_k, D): head h uses h // group
             v = v.repeat_interleave(group, dim=1)  # (B, H, T_k, D)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T_q, T_k)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T_q, T_k)
+        scores = scores / math.sqrt(self.head_dim) if self.scale is None else scores * self.scale
         if is_causal:
             allowed = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         if allowed is not None:

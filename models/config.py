@@ -125,6 +125,7 @@ def from_mapping(cls: type[T], values: dict[str, Any], prefix: str) -> T:
 
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal", "rope")
+PARAMETRIZATIONS = ("standard", "mup")
 
 
 @dataclass
@@ -135,6 +136,9 @@ class ModelConfig:
     vocab_size: required, but None is accepted so that a YAML config (where the tokenizer fills
         it in) validates early; building a model needs the number.
     num_kv_heads: None means num_heads (and reads the checkpoints of versions before it).
+    parametrization: ``mup`` scales initialisation, learning rates, attention and the readout
+        with ``hidden_size / mup_base_width`` (``models/mup.py``); at the base width it is the
+        standard parametrization, zero initialisations aside.
     """
 
     vocab_size: int | None
@@ -156,16 +160,26 @@ class ModelConfig:
     type_vocab_size: int = 0
     layer_norm_eps: float = 1e-5
     pad_token_id: int | None = None
+    parametrization: str = "standard"
+    mup_base_width: int = 128
+    mup_zero_init: bool = True
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        for name, choices in (("arch", ARCHS), ("norm", NORMS), ("position", POSITIONS)):
+        choices_of = (
+            ("arch", ARCHS),
+            ("norm", NORMS),
+            ("position", POSITIONS),
+            ("parametrization", PARAMETRIZATIONS),
+        )
+        for name, choices in choices_of:
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(
                     f"{name}={value!r} is unknown; choose one of: {', '.join(choices)}"
                 )
-        for name in ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads"):
+        positive = ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads")
+        for name in (*positive, "mup_base_width"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name}={value} must be a positive integer")
@@ -206,6 +220,23 @@ class ModelConfig:
     def mlp_size(self) -> int:
         """Hidden width of the MLP: ``intermediate_size`` or 4 * hidden_size."""
         return self.intermediate_size or 4 * self.hidden_size
+
+    @property
+    def width_multiplier(self) -> float:
+        """μP's width multiplier m = hidden_size / mup_base_width; 1 under the standard
+        parametrization, where nothing scales with width."""
+        if self.parametrization == "standard":
+            return 1.0
+        return self.hidden_size / self.mup_base_width
+
+    @property
+    def attention_scale(self) -> float | None:
+        """The attention scores' factor when it is not SDPA's default 1 / sqrt(D): μP's
+        1 / D, as sqrt(D_base) / D so that it is the default at the base width."""
+        if self.width_multiplier == 1.0:
+            return None
+        head_dim = self.hidden_size // self.num_heads
+        return math.sqrt(self.mup_base_width / self.num_heads) / head_dim
 
     @property
     def attn_dropout_p(self) -> float:

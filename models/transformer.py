@@ -109,6 +109,7 @@ class Block(nn.Module):
             qkv_bias=cfg.qkv_bias,
             attn_dropout=cfg.attn_dropout_p,
             proj_dropout=cfg.resid_dropout_p,
+            scale=cfg.attention_scale,
         )
         self.attn_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
@@ -133,10 +134,12 @@ class Block(nn.Module):
 
 class MLMHead(nn.Module):
     """BERT's masked-LM head: dense + GELU + LayerNorm, then the vocabulary projection (its
-    weight tied to the token embeddings when ``tie_embeddings``)."""
+    weight tied to the token embeddings when ``tie_embeddings``), whose input μP divides by
+    the width multiplier."""
 
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding) -> None:
         super().__init__()
+        self.readout_scale = 1 / cfg.width_multiplier
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.act = nn.GELU()
         self.norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
@@ -145,7 +148,10 @@ class MLMHead(nn.Module):
             self.proj.weight = token_embedding.weight
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.proj(self.norm(self.act(self.dense(x))))  # (B, T, C) -> (B, T, V)
+        x = self.norm(self.act(self.dense(x)))  # (B, T, C)
+        if self.readout_scale != 1.0:
+            x = x * self.readout_scale
+        return self.proj(x)  # (B, T, V)
 
 
 @contextmanager
@@ -190,10 +196,27 @@ class TransformerBase(nn.Module):
             nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps) if cfg.norm == "pre" else None
         )
 
+    def hidden_matrices(self) -> list[nn.Parameter]:
+        """The weights whose two dimensions both grow with the width: the ones μP initialises
+        with std / sqrt(m) and whose Adam learning rate it divides by m (m the width
+        multiplier). The embeddings and the readout have one dimension fixed by the vocabulary
+        or the context, so they keep their initialisation and learning rate."""
+        return [
+            linear.weight
+            for block in self.blocks
+            for linear in (block.attn.qkv_proj, block.attn.out_proj, block.mlp.fc1, block.mlp.fc2)
+        ]
+
+    def readout(self) -> nn.Linear:
+        """The vocabulary projection."""
+        raise NotImplementedError
+
     def _init_weights(self, *, scale_residual: bool) -> None:
         """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm ones / zeros; with
         ``scale_residual`` (GPT-2) the 2 L projections summed into the residual stream get
-        std 0.02 / sqrt(2 L), so its variance stays O(1)."""
+        std 0.02 / sqrt(2 L), so its variance stays O(1). Under μP the hidden matrices' std is
+        divided by sqrt(m), and ``mup_zero_init`` zeroes the queries and an untied readout
+        (mup's recommendation: the attention starts uniform, the logits at zero)."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02)
@@ -206,6 +229,18 @@ class TransformerBase(nn.Module):
             for block in self.blocks:
                 nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=std)
                 nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=std)
+        cfg = self.config
+        if cfg.parametrization != "mup":
+            return
+        with torch.no_grad():
+            if cfg.width_multiplier != 1.0:
+                for weight in self.hidden_matrices():
+                    weight.mul_(1 / math.sqrt(cfg.width_multiplier))
+            if cfg.mup_zero_init:
+                for block in self.blocks:
+                    block.attn.qkv_proj.weight[: cfg.hidden_size].zero_()  # the query rows
+                if not cfg.tie_embeddings:
+                    self.readout().weight.zero_()
 
     def _trunk(
         self,
@@ -318,6 +353,12 @@ class Encoder(TransformerBase):
         self.mlm_head = MLMHead(cfg, self.embeddings.token)
         self._init_weights(scale_residual=False)
 
+    def hidden_matrices(self) -> list[nn.Parameter]:
+        return [*super().hidden_matrices(), self.mlm_head.dense.weight]
+
+    def readout(self) -> nn.Linear:
+        return self.mlm_head.proj
+
     def forward(
         self,
         input_ids: Tensor,
@@ -380,7 +421,12 @@ class Decoder(TransformerBase):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embeddings.token.weight
+        # μP's readout multiplier 1 / m, on the head's input as mup's MuReadout has it.
+        self.readout_scale = 1 / cfg.width_multiplier
         self._init_weights(scale_residual=True)
+
+    def readout(self) -> nn.Linear:
+        return self.lm_head
 
     def forward(
         self,
@@ -407,6 +453,8 @@ class Decoder(TransformerBase):
             document_ids=document_ids,
             head_mask=head_mask,
         )
+        if self.readout_scale != 1.0:
+            hidden = hidden * self.readout_scale
         logits = self.lm_head(hidden)  # (B, T, V)
         return ModelOutput(logits, attentions) if output_attentions else logits
 

@@ -293,7 +293,8 @@ def check_resume(
 ) -> None:
     """Resuming needs the checkpoint's model and optimiser kind: name every setting that
     differs, in one line, before any data (``trained``: its ``hyper_parameters``)."""
-    trained_model = trained["model_config"]
+    # The fields a checkpoint predates hold their defaults.
+    trained_model = ModelConfig.from_dict(trained["model_config"]).to_dict()
     if trained_model.get("arch") != model.arch:
 
         def named(arch: str) -> str:

@@ -15,7 +15,8 @@ from tokenizers import Tokenizer, processors
 
 from data.tokenizer import special_tokens_of, tokenizer_from_json
 from models.config import ModelConfig
-from models.transformer import Decoder, Encoder
+from models.mup import fold_into_standard
+from models.transformer import Decoder, Encoder, build_model
 from training.checkpoint import LoadedCheckpoint, check_output_free
 from training.hf_families import hf_family
 
@@ -34,7 +35,12 @@ def require_transformers() -> Any:
 
 def to_hf_model(model: Encoder | Decoder, tokenizer: Tokenizer) -> Any:
     """The family's transformers model (eval mode, CPU, fp32) computing what ``model``
-    computes; a setting it cannot reproduce is refused first, by name."""
+    computes (μP's multipliers folded into the weights); a setting it cannot reproduce is
+    refused first, by name."""
+    if model.config.parametrization == "mup":
+        standard, state = fold_into_standard(model.config, model.state_dict())
+        model = build_model(standard)
+        model.load_state_dict(state)
     family = hf_family(model.config)
     family.check(model.config)
     kwargs = family.config_kwargs(model.config, special_tokens_of(tokenizer))

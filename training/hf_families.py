@@ -145,6 +145,9 @@ _SHARED_SIZE_RENAMES = {  # the names BERT and GPT-NeoX share
 _COMMON_NOTES = {
     "pad_token_id": "pad_token_id (the tokenizer's padding id, as the app fills it in)",
     "qkv_bias": "the q, k, v biases (zeros for qkv_bias=false)",
+    "parametrization": "mup: folded into the query rows and the readout's LayerNorm",
+    "mup_base_width": "folded with parametrization=mup",
+    "mup_zero_init": "nothing: the initialisation only",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -105,11 +105,22 @@ class MuonWithAdamW(torch.optim.Optimizer):
 
 
 def build_optimizer(
-    model: nn.Module, blocks: nn.Module, optim: OptimConfig, *, fused: bool
+    model: nn.Module,
+    blocks: nn.Module,
+    optim: OptimConfig,
+    *,
+    fused: bool,
+    hidden_matrices: Sequence[nn.Parameter] = (),
+    width_multiplier: float = 1.0,
 ) -> torch.optim.Optimizer:
     """AdamW over ``model``'s trainable parameters (weight decay on matrices only), or under
     optim=muon, Muon over the 2-D weights of ``blocks`` with AdamW over the rest. ``fused``:
-    AdamW's one fused kernel (~1 ms a step faster at small shapes on the CPU)."""
+    AdamW's one fused kernel (~1 ms a step faster at small shapes on the CPU).
+
+    μP (``width_multiplier`` m != 1): AdamW's learning rate of the ``hidden_matrices`` it
+    steps is divided by m, in a group of their own after the others. Muon's is not: its
+    orthogonalised update already has the spectral norm μP asks of a hidden matrix, lr times
+    sqrt(max(1, fan_out / fan_in)), the same at every width (docs/training.md, "μP")."""
     params = [p for p in model.parameters() if p.requires_grad]
     muon_ids: set[int] = set()
     if optim.kind == "muon":
@@ -120,11 +131,26 @@ def build_optimizer(
                 "Muon; use optim=adamw"
             )
     rest = [p for p in params if id(p) not in muon_ids]
+    scaled = set()
+    if width_multiplier != 1.0:
+        scaled = {id(p) for p in hidden_matrices} & {id(p) for p in rest}
+    groups = [
+        {
+            "params": [p for p in rest if p.dim() >= 2 and id(p) not in scaled],
+            "weight_decay": optim.weight_decay,
+        },
+        {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    if scaled:
+        groups.append(
+            {
+                "params": [p for p in rest if id(p) in scaled],
+                "weight_decay": optim.weight_decay,
+                "lr": optim.lr / width_multiplier,
+            }
+        )
     adamw = torch.optim.AdamW(
-        [
-            {"params": [p for p in rest if p.dim() >= 2], "weight_decay": optim.weight_decay},
-            {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0},
-        ],
+        groups,
         lr=optim.lr,
         betas=(optim.beta1, optim.beta2),
         fused=fused,

@@ -293,7 +293,12 @@ class LanguageModelTask(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         optimizer = build_optimizer(
-            self, self.model.blocks, self.optim, fused=self.device.type in ("cpu", "cuda")
+            self,
+            self.model.blocks,
+            self.optim,
+            fused=self.device.type in ("cpu", "cuda"),
+            hidden_matrices=self.model.hidden_matrices(),
+            width_multiplier=self.model.config.width_multiplier,
         )
         budget = self.hparams.get("seconds_budget")
         if budget is not None:

@@ -47,6 +47,10 @@ NETWORKS = [
     ("encoder", "wordpiece", {}),
     ("encoder", "wordpiece", {"position": "sinusoidal", "qkv_bias": False, "type_vocab_size": 2}),
     ("encoder", "char", {"tie_embeddings": False, "layer_norm_eps": 1e-12}),
+    # μP, its multipliers folded into the weights (width multiplier 32 / 12)
+    ("decoder", "bpe", {"parametrization": "mup", "mup_base_width": 12}),
+    ("decoder", "char", {"position": "rope", "parametrization": "mup", "mup_base_width": 12}),
+    ("encoder", "wordpiece", {"parametrization": "mup", "mup_base_width": 12}),
 ]
 
 

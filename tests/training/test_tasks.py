@@ -167,3 +167,44 @@ def test_batched_muon_matches_torch_muon(nesterov: bool) -> None:
         torch.testing.assert_close(mine, theirs, rtol=0, atol=2e-4)
     state = optimizers[0].state_dict()["state"][0]
     assert set(state) == set(optimizers[1].state_dict()["state"][0]) == {"momentum_buffer"}
+
+
+def test_mup_divides_adams_rate_of_the_hidden_matrices_by_the_width_multiplier() -> None:
+    cfg = tiny_config(arch="encoder", parametrization="mup", hidden_size=64, mup_base_width=16)
+    task = MaskedLMTask(
+        model_config=cfg,
+        optim_config=OPTIM,
+        tokenizer_json="{}",
+        data_config=DataConfig(),
+        chars_per_token={},
+        total_steps=10,
+    )
+    optimizers = task.configure_optimizers()
+    optimizer, scheduler = optimizers["optimizer"], optimizers["lr_scheduler"]["scheduler"]
+    lrs = {id(p): g["initial_lr"] for g in optimizer.param_groups for p in g["params"]}
+    hidden = {id(p) for p in task.model.hidden_matrices()}
+    assert {lrs[i] for i in hidden} == {1e-3 / 4}
+    # Embeddings, the readout, norms and biases keep the rate: their updates do not add up
+    # over a growing dimension.
+    assert {lr for i, lr in lrs.items() if i not in hidden} == {1e-3}
+    decayed = {id(p) for g in optimizer.param_groups if g["weight_decay"] for p in g["params"]}
+    assert decayed == {id(p) for p in task.model.parameters() if p.dim() == 2}
+    # The schedule (here its first warmup step, half the rate) scales every group alike.
+    assert scheduler.get_last_lr() == pytest.approx([5e-4, 5e-4, 1.25e-4])
+
+
+def test_under_mup_muon_keeps_its_rate_and_adamw_scales_what_muon_leaves() -> None:
+    model = build_model(tiny_config(arch="encoder", hidden_size=64))
+    optimizer = build_optimizer(
+        model,
+        model.blocks,
+        MUON,
+        fused=False,
+        hidden_matrices=model.hidden_matrices(),
+        width_multiplier=4.0,
+    )
+    assert [g["lr"] for g in optimizer.muon.param_groups] == [MUON.muon_lr]
+    scaled = [g for g in optimizer.adamw.param_groups if g["lr"] != MUON.lr]
+    # The blocks' matrices are Muon's; the MLM head's dense layer is AdamW's hidden matrix.
+    assert [g["lr"] for g in scaled] == [pytest.approx(MUON.lr / 4)]
+    assert [p for g in scaled for p in g["params"]] == [model.mlm_head.dense.weight]
