@@ -29,10 +29,12 @@ def tiny_task(
     chars_per_token: dict[str, float] | None = None,
     optim: OptimConfig = OPTIM,
     total_steps: int | None = 10,
+    **model: Any,
 ) -> LanguageModelTask:
+    """An untrained task of ``tiny_config(arch, **model)``."""
     torch.manual_seed(0)
     return task_class(arch)(
-        model_config=tiny_config(arch),
+        model_config=tiny_config(arch, **model),
         optim_config=optim,
         tokenizer_json="{}",
         data_config=DataConfig(),

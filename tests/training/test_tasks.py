@@ -13,6 +13,7 @@ from conf.schema import OptimConfig
 from data.config import DataConfig
 from models.transformer import build_model
 from tests.tiny_models import tiny_config
+from tests.tiny_tasks import tiny_task
 from training.optim import BatchedMuon, MuonWithAdamW, build_optimizer
 from training.task import MaskedLMTask, warmup_cosine
 
@@ -170,15 +171,7 @@ def test_batched_muon_matches_torch_muon(nesterov: bool) -> None:
 
 
 def test_mup_divides_adams_rate_of_the_hidden_matrices_by_the_width_multiplier() -> None:
-    cfg = tiny_config(arch="encoder", parametrization="mup", hidden_size=64, mup_base_width=16)
-    task = MaskedLMTask(
-        model_config=cfg,
-        optim_config=OPTIM,
-        tokenizer_json="{}",
-        data_config=DataConfig(),
-        chars_per_token={},
-        total_steps=10,
-    )
+    task = tiny_task("encoder", parametrization="mup", hidden_size=64, mup_base_width=16)
     optimizers = task.configure_optimizers()
     optimizer, scheduler = optimizers["optimizer"], optimizers["lr_scheduler"]["scheduler"]
     lrs = {id(p): g["initial_lr"] for g in optimizer.param_groups for p in g["params"]}
