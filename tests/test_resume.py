@@ -21,12 +21,23 @@ from train import run
 
 # SIGINT in process is slow-marked: Ctrl-C is also proven through train.py below.
 # optim=muon: both optimisers' states (Muon's momentum, AdamW's moments) must come back.
-@pytest.mark.parametrize("optim", ["adamw", "muon"])
+# μP: the checkpoint's base width and the hidden matrices' own learning-rate group too.
+MUP = ["model.parametrization=mup", "model.mup_base_width=12"]
+
+
+@pytest.mark.parametrize(
+    "optim",
+    [
+        pytest.param(["optim=adamw"], id="adamw"),
+        pytest.param(["optim=muon"], id="muon"),
+        pytest.param(["optim=adamw", *MUP], id="adamw_mup"),
+    ],
+)
 @pytest.mark.parametrize(
     "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
 )
 def test_interrupted_run_resumes_to_the_same_loss(make_cfg, tmp_path, signum, optim) -> None:
-    settings = [*RESUME, f"optim={optim}"]
+    settings = [*RESUME, *optim]
     full = run(make_cfg(*settings, output_dir=tmp_path / "full"))
 
     with pytest.raises(Interrupted, match=rf"{signal.Signals(signum).name} at step 11") as err:
