@@ -15,7 +15,7 @@ from analysis.plots import VIRIDIS, save_figure
 from features.scaling.law import Fit, IsoFlop, predict
 
 if TYPE_CHECKING:
-    from features.scaling.report import Point
+    from features.scaling.points import Point
 
 
 def _colours(count: int) -> list:

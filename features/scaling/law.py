@@ -242,7 +242,7 @@ def _logs(
         bad = values[~(np.isfinite(values) & (values > 0))]
         if len(bad):
             raise ValueError(
-                f"{name} holds {bad[0]!r}: every params, tokens and loss must be a positive "
+                f"{name} holds {float(bad[0])!r}: every params, tokens and loss must be a positive "
                 "number (the fit takes their logarithms)"
             )
     return np.log(arrays[0]), np.log(arrays[1]), np.log(arrays[2])

@@ -9,35 +9,18 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from analysis.records import markdown_table, warn
 from analysis.report import Figure, Report
-from analysis.run_record import Status
 from features.scaling.config import PARAMETER_FIELDS, ScalingConfig
 from features.scaling.fit import describe_fit, interval, number, parameter_lines
 from features.scaling.law import GRIDS, Fit, IsoFlop, fit_law, isoflop
-from models.config import from_mapping
+from features.scaling.points import Point, scaling_points, scaling_settings
 
 # Approach 3 needs this many distinct (N, D) points; its law has 5 parameters.
 MIN_POINTS = 5
-BUDGET_KEYS = ("flops", "tokens", "seconds")
-
-
-@dataclass
-class Point:
-    """A completed run as the fit sees it."""
-
-    run: str
-    n: float
-    d: float
-    loss: float
-    compute: tuple[Any, ...]  # the settings that decide its length: budget and max_steps
-    budget: float | None  # its trainer.budget.flops, the IsoFLOP budget
-    flops_per_token: float | None
 
 
 def add_scaling(report: Report) -> None:
@@ -100,52 +83,6 @@ def add_scaling(report: Report) -> None:
     report.figures.append(Figure(title, partial(_draw_fit, points, found), "scaling_law.png"))
 
 
-def scaling_settings(runs: list[dict[str, Any]]) -> ScalingConfig:
-    """The ``scaling`` group the runs recorded (the defaults when none did); runs that differ
-    are named in a warning and the first one's settings kept."""
-    recorded = [
-        run["settings"]["scaling"]
-        for run in runs
-        if isinstance(run.get("settings"), dict)
-        and isinstance(run["settings"].get("scaling"), dict)
-    ]
-    if not recorded:
-        return ScalingConfig()
-    if any(r != recorded[0] for r in recorded[1:]):
-        warn("the runs recorded different scaling settings; the report fits with the first run's")
-    return from_mapping(ScalingConfig, dict(recorded[0]), "scaling.")
-
-
-def scaling_points(runs: list[dict[str, Any]], config: ScalingConfig) -> list[Point]:
-    """Every completed pretraining run with a final validation loss, a parameter count and
-    consumed tokens, as a point: seed replicates stay separate points (the bootstrap resamples
-    them; their spread is the noise the intervals carry)."""
-    field = PARAMETER_FIELDS[config.parameters]
-    points = []
-    for run in runs:
-        consumed = run.get("consumed") or {}
-        n, d, loss = run.get(field), consumed.get("tokens"), run.get("val_loss")
-        usable = all(isinstance(v, int | float) and v > 0 for v in (n, d, loss))
-        if run.get("status") != Status.COMPLETED or run.get("mode") or not usable:
-            continue
-        trainer = (run.get("settings") or {}).get("trainer") or {}
-        budget = trainer.get("budget") or {}
-        compute = (*(budget.get(k) for k in BUDGET_KEYS), trainer.get("max_steps"))
-        flops_budget = budget.get("flops")
-        points.append(
-            Point(
-                run=run["run"],
-                n=float(n),
-                d=float(d),
-                loss=float(loss),
-                compute=compute,
-                budget=float(flops_budget) if isinstance(flops_budget, int | float) else None,
-                flops_per_token=run.get("flops_per_token"),
-            )
-        )
-    return points
-
-
 def scaling_section(
     points: list[Point],
     config: ScalingConfig,
@@ -158,14 +95,17 @@ def scaling_section(
     field = PARAMETER_FIELDS[config.parameters]
     named = "scaling.flops" if config.flops is not None else "the sweep's largest 6ND"
     other = "total" if config.parameters == "non_embedding" else "non_embedding"
+    # A token table tied to the readout counts in `params` (it is a matmul), and rotary
+    # positions have no table: GPT's defaults give the two counts one value.
+    same = ", the same here: tied embeddings count" if all(p.n_other == p.n for p in points) else ""
     lines = [
         "## Scaling law",
         "",
         f"{len(points)} completed runs, each a point (seed replicates stay separate points: the "
         "bootstrap resamples them). N is the "
         f"{_convention(config)} (`{field}`, scaling.parameters={config.parameters}; "
-        f"scaling.parameters={other} for the other count), D the tokens the run trained on "
-        "(`consumed.tokens`), L its final validation loss (`val_loss`).",
+        f"scaling.parameters={other} for the other count{same}), D the tokens the run "
+        "trained on (`consumed.tokens`), L its final validation loss (`val_loss`).",
         "",
         f"{how}.",
         "",
@@ -191,8 +131,8 @@ def scaling_section(
     if ratios:
         lines.append(
             f"tinylm counts {statistics.fmean(ratios):.3g}× 6N FLOPs per token at these sizes "
-            "(mean over the runs: attention and the parameters N leaves out), so "
-            "trainer.budget.flops is not 6ND."
+            "(the mean over the runs; its count adds attention's 12 × layers × hidden × context "
+            "to 6 × `params`), so trainer.budget.flops is not 6ND."
         )
     if iso is not None:
         lines += [
