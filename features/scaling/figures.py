@@ -22,7 +22,7 @@ def _colours(count: int) -> list:
     return [VIRIDIS(i / max(1, count - 1) * 0.9) for i in range(count)]
 
 
-def plot_isoflop(points: Sequence[Point], iso: IsoFlop, out_path: Path) -> Path:
+def plot_isoflop(points: Sequence[Point], iso: IsoFlop, convention: str, out_path: Path) -> Path:
     """Loss against N (log axis) at each budget with its parabola in log N, each minimum
     starred; the budgets without three sizes are left out, as Approach 2 leaves them."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -45,7 +45,7 @@ def plot_isoflop(points: Sequence[Point], iso: IsoFlop, out_path: Path) -> Path:
                 zorder=3,
             )
     ax.set_xscale("log")
-    ax.set_xlabel("N, parameters")
+    ax.set_xlabel(f"N, {convention}")
     ax.set_ylabel("final validation loss")
     title = "IsoFLOP parabolas (Approach 2); star: each budget's minimum N*"
     if iso.exponent is not None:
@@ -55,9 +55,9 @@ def plot_isoflop(points: Sequence[Point], iso: IsoFlop, out_path: Path) -> Path:
     return save_figure(fig, out_path, dpi=120)
 
 
-def plot_fit(points: Sequence[Point], found: Fit, out_path: Path) -> Path:
+def plot_fit(points: Sequence[Point], found: Fit, convention: str, out_path: Path) -> Path:
     """Loss against tokens (log axis), one colour per size: the runs as dots, the fitted
-    L(N, D) of that size as a line, the fitted E dashed."""
+    L(N, D) of that size as a line, the fitted E dashed; N counted as ``convention`` says."""
     sizes = sorted({p.n for p in points})
     fig, ax = plt.subplots(figsize=(7, 4.5))
     tokens = np.array([p.d for p in points])
@@ -65,8 +65,10 @@ def plot_fit(points: Sequence[Point], found: Fit, out_path: Path) -> Path:
     for colour, n in zip(_colours(len(sizes)), sizes, strict=True):
         at = [p for p in points if p.n == n]
         ax.scatter([p.d for p in at], [p.loss for p in at], color=colour, s=18)
-        ax.plot(span, predict(found.params, n, span), color=colour, lw=1, label=f"N = {n:.3g}")
+        label = f"N = {n:.3g}"
+        ax.plot(span, predict(found.params, n, span), color=colour, lw=1, label=label)
     ax.axhline(found.params["E"], color="grey", ls="--", lw=0.8, label="E (fitted)")
+    ax.text(0.01, 0.01, f"N: {convention}", transform=ax.transAxes, fontsize=7, va="bottom")
     ax.set_xscale("log")
     ax.set_xlabel("D, training tokens")
     ax.set_ylabel("final validation loss")

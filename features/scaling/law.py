@@ -15,6 +15,7 @@ then the power law of those minima against the budget.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -111,6 +112,35 @@ class Fit:
     ends: list[np.ndarray] = field(default_factory=list, repr=False)  # best distinct ends
     samples: np.ndarray | None = field(default=None, repr=False)
     level: float = DEFAULT_LEVEL
+
+    def to_dict(self) -> dict:
+        """The fit as JSON's types (``Fit.from_dict`` reads it back)."""
+        return {
+            "params": self.params,
+            "objective": self.objective,
+            "start": list(self.start),
+            "converged": self.converged,
+            "points": self.points,
+            "ends": [end.tolist() for end in self.ends],
+            "samples": None if self.samples is None else self.samples.tolist(),
+            "level": self.level,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Fit:
+        samples = data["samples"]
+        return cls(
+            params={k: float(v) for k, v in data["params"].items()},
+            objective=float(data["objective"]),
+            start=tuple(data["start"]),
+            converged=int(data["converged"]),
+            points=int(data["points"]),
+            ends=[np.asarray(end, dtype=float) for end in data["ends"]],
+            samples=None
+            if samples is None
+            else np.asarray(samples, dtype=float).reshape(-1, len(PARAMETERS)),
+            level=float(data["level"]),
+        )
 
     def interval(self, name: str) -> tuple[float, float] | None:
         """The bootstrap interval of a parameter (None without a bootstrap)."""
@@ -250,7 +280,7 @@ def _logs(
 
 def _named_theta(theta: np.ndarray) -> dict[str, float]:
     a, b, e, alpha, beta = (float(v) for v in theta)
-    return {"E": np.exp(e), "A": np.exp(a), "B": np.exp(b), "alpha": alpha, "beta": beta}
+    return {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": alpha, "beta": beta}
 
 
 def _named(row: np.ndarray) -> dict[str, float]:

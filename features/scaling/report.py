@@ -7,20 +7,26 @@ parabolas and the fitted law against the points. Matplotlib loads only when a fi
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
 from analysis.records import markdown_table, warn
 from analysis.report import Figure, Report
+from common.files import stable_hash, write_text_atomically
 from features.scaling.config import PARAMETER_FIELDS, ScalingConfig
 from features.scaling.fit import describe_fit, interval, number, parameter_lines
-from features.scaling.law import GRIDS, Fit, IsoFlop, fit_law, isoflop
+from features.scaling.law import GRIDS, Allocation, Fit, IsoFlop, fit_law, isoflop
 from features.scaling.points import Point, scaling_points, scaling_settings
 
 # Approach 3 needs this many distinct (N, D) points; its law has 5 parameters.
 MIN_POINTS = 5
+# The sweep's file that keeps its fit (kept_fit); FIT_FORMAT changes when what is kept does.
+FIT_FILE = "scaling_fit.json"
+FIT_FORMAT = 1
 
 
 def add_scaling(report: Report) -> None:
@@ -34,32 +40,23 @@ def add_scaling(report: Report) -> None:
     distinct = {(p.n, p.d) for p in points}
     if len(sizes) < 2 or len(computes) < 2 or len(distinct) < MIN_POINTS:
         return  # a sweep of one size, or of one compute, has no law to fit
-    started = time.perf_counter()
     try:
-        found = fit_law(
-            [p.n for p in points],
-            [p.d for p in points],
-            [p.loss for p in points],
-            bootstrap=config.bootstrap,
-            seed=config.seed,
-            level=config.level,
-            starts=GRIDS[config.grid],
-        )
+        found, seconds = kept_fit(report.root, points, config)
     except ValueError as err:
         warn(f"the scaling law was not fitted: {err}")
         report.sections.append(f"## Scaling law\n\nNot fitted: {err}.\n")
         return
-    seconds = time.perf_counter() - started
     budgeted = [p for p in points if p.budget is not None]
     iso = isoflop([p.budget for p in budgeted], [p.n for p in budgeted], [p.loss for p in budgeted])
     flops = config.flops if config.flops is not None else max(6 * p.n * p.d for p in points)
+    best = found.optimal(flops)
     report.sections.append(
         scaling_section(
             points,
             config,
             found,
             iso,
-            flops,
+            best,
             describe_fit(found, config.grid, seconds, config.bootstrap, config.seed),
         )
     )
@@ -70,17 +67,52 @@ def add_scaling(report: Report) -> None:
             f"IsoFLOP parabolas (Approach 2): final validation loss against N ({convention}) "
             "at each trainer.budget.flops, each parabola's minimum starred"
         )
-        report.figures.append(Figure(title, partial(_draw_isoflop, budgeted, iso), "isoflop.png"))
+        draw = partial(_draw_isoflop, budgeted, iso, convention)
+        report.figures.append(Figure(title, draw, "isoflop.png"))
     fitted = ", ".join(
         f"{name} = {value} {bounds}" for name, value, bounds in parameter_lines(found)
     )
-    best = found.optimal(flops)
     title = (
         f"Scaling law (Approach 3) against the runs: L = E + A/N^α + B/D^β with N {convention}; "
         f"{fitted}; compute-optimal for C = {flops:.3g} FLOPs: N = {number(best.n)} "
         f"{interval(best.n_interval)}, D = {number(best.d)} {interval(best.d_interval)}"
     )
-    report.figures.append(Figure(title, partial(_draw_fit, points, found), "scaling_law.png"))
+    draw = partial(_draw_fit, points, found, convention)
+    report.figures.append(Figure(title, draw, "scaling_law.png"))
+
+
+def kept_fit(root: Path, points: list[Point], config: ScalingConfig) -> tuple[Fit, float]:
+    """Approach 3 on ``points`` with ``config``, and the seconds it took: read from the sweep's
+    ``FIT_FILE`` when that holds the fit of the same points and settings (the whole grid costs
+    tens of seconds, and every ``mode=eval`` or ``mode=report`` on the sweep rebuilds its
+    report), else fitted and kept there."""
+    key = stable_hash(
+        FIT_FORMAT, [[p.n, p.d, p.loss] for p in points], asdict(config), GRIDS[config.grid]
+    )
+    path = root / FIT_FILE
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept["key"] == key:
+            return Fit.from_dict(kept["fit"]), float(kept["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none kept, or damaged: fitted again and written over
+    started = time.perf_counter()
+    found = fit_law(
+        [p.n for p in points],
+        [p.d for p in points],
+        [p.loss for p in points],
+        bootstrap=config.bootstrap,
+        seed=config.seed,
+        level=config.level,
+        starts=GRIDS[config.grid],
+    )
+    seconds = time.perf_counter() - started
+    kept = {"key": key, "seconds": seconds, "fit": found.to_dict()}
+    try:
+        write_text_atomically(path, json.dumps(kept))
+    except OSError as err:  # a directory it may not write: the report goes on without it
+        warn(f"the scaling fit was not kept in {path} ({err}); each report fits it again")
+    return found, seconds
 
 
 def scaling_section(
@@ -88,7 +120,7 @@ def scaling_section(
     config: ScalingConfig,
     found: Fit,
     iso: IsoFlop | None,
-    flops: float,
+    best: Allocation,
     how: str,
 ) -> str:
     """The summary's ``## Scaling law`` section."""
@@ -117,10 +149,9 @@ def scaling_section(
             ],
         ),
     ]
-    best = found.optimal(flops)
     lines += [
         "",
-        f"Compute-optimal for C = {flops:.3g} FLOPs ({named}; C ≈ 6ND): N_opt = "
+        f"Compute-optimal for C = {best.flops:.3g} FLOPs ({named}; C ≈ 6ND): N_opt = "
         f"{number(best.n)} {interval(best.n_interval)}, D_opt = {number(best.d)} "
         f"{interval(best.d_interval)} ({number(best.d / best.n)} tokens per parameter), "
         f"predicted loss {number(best.loss)}.",
@@ -159,7 +190,11 @@ def scaling_section(
                 f"exponent β/(α+β) is {number(beta / (alpha + beta))}.",
             ]
     drawn = ["`isoflop.png` (Approach 2)"] if iso is not None else []
-    lines.append(f"\nFigures: {', '.join([*drawn, '`scaling_law.png` (Approach 3)'])}.\n")
+    figures = ", ".join([*drawn, "`scaling_law.png` (Approach 3)"])
+    lines.append(
+        f"\nFigures: {figures}. The fit is kept in `{FIT_FILE}` and read back while the points "
+        "and the scaling settings stay the same.\n"
+    )
     return "\n".join(lines)
 
 
@@ -167,13 +202,13 @@ def _convention(config: ScalingConfig) -> str:
     return "non-embedding parameters" if config.parameters == "non_embedding" else "all parameters"
 
 
-def _draw_isoflop(points: list[Point], iso: IsoFlop, out_path: Path) -> Path:
+def _draw_isoflop(points: list[Point], iso: IsoFlop, convention: str, out_path: Path) -> Path:
     from features.scaling.figures import plot_isoflop  # matplotlib: only when drawing
 
-    return plot_isoflop(points, iso, out_path)
+    return plot_isoflop(points, iso, convention, out_path)
 
 
-def _draw_fit(points: list[Point], found: Fit, out_path: Path) -> Path:
+def _draw_fit(points: list[Point], found: Fit, convention: str, out_path: Path) -> Path:
     from features.scaling.figures import plot_fit  # matplotlib: only when drawing
 
-    return plot_fit(points, found, out_path)
+    return plot_fit(points, found, convention, out_path)

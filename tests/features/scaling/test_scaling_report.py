@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from analysis.report import build_report
-from analysis.run_record import write_record
+from analysis.run_record import read_record, write_record
 from analysis.sweep_summary import write_summary_files
 from conf.features import pages
 from conf.hydra_runtime import parse_settings
 from features.scaling import law
+from features.scaling import report as report_module
 from features.scaling.config import ScalingConfig
 from modes.report import refresh
 from tests.conftest import compose_config
@@ -129,6 +130,31 @@ def test_seed_replicates_are_points_and_total_parameters_are_named(tmp_path: Pat
     # no scaling.flops: the split of the sweep's largest 6ND
     assert "FLOPs (the sweep's largest 6ND; C ≈ 6ND)" in text and "(no bootstrap)" in text
     assert text.count("| 1e+12 | 6 |") == 1  # the seeds' points in the parabola
+
+
+def test_the_fit_is_kept_and_fitted_again_when_a_point_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_sweep(tmp_path, scaling={"bootstrap": 3, "grid": "coarse"})
+    write_summary_files(build_report(root))
+    first = section(root)
+    assert "The fit is kept in `scaling_fit.json`" in first
+
+    def no_fit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("fitted again")
+
+    monkeypatch.setattr(report_module, "fit_law", no_fit)
+    write_summary_files(build_report(root))
+    assert section(root) == first  # read back, its time included
+    record = read_record(root / "0")
+    write_record(root / "0", {**record, "val_loss": record["val_loss"] + 0.01})
+    with pytest.raises(AssertionError, match="fitted again"):
+        build_report(root)
+    (root / "scaling_fit.json").write_text("{", encoding="utf-8")  # damaged: fitted again
+    monkeypatch.undo()
+    monkeypatch.setitem(law.GRIDS, "coarse", law.COARSE[::9])
+    write_summary_files(build_report(root))
+    assert "12 completed runs" in section(root)
 
 
 @pytest.mark.parametrize(
