@@ -63,6 +63,9 @@ class Feature:
     pages: ``(report) -> Path``, called by ``modes.report.refresh`` whenever a run or sweep
         directory's report changes (a run or sweep ended, a command added records): renders
         the built ``analysis.report.Report`` as a page in its directory, the file returned.
+    fresh_modes: its modes that start from no checkpoint, as ``mode=train`` does (the μP
+        coordinate check trains fresh networks): ``conf.training_config.JobConfig`` asks
+        every other mode for ``ckpt_path``.
     """
 
     name: str
@@ -82,6 +85,7 @@ class Feature:
     report: str | None = None
     data_stream: str | None = None
     pages: str | None = None
+    fresh_modes: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -111,6 +115,11 @@ def hooks(field: str) -> list[Callable[..., Any]]:
 def feature_modes() -> dict[str, str]:
     """Every feature's modes: mode -> module."""
     return {mode: module for f in features() for mode, module in f.modes.items()}
+
+
+def fresh_modes() -> tuple[str, ...]:
+    """Every feature's modes that need no checkpoint (``Feature.fresh_modes``)."""
+    return tuple(mode for f in features() for mode in f.fresh_modes)
 
 
 def feature_groups() -> dict[str, type]:

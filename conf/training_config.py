@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from conf.features import fresh_modes
 from models.config import check_field_types, from_mapping
 
 PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
@@ -202,7 +203,7 @@ class JobConfig:
         if self.prompt is not None:  # Hydra reads prompt=42 as an int
             self.prompt = str(self.prompt)
         check_field_types(self, "")
-        if self.mode != "train" and not self.ckpt_path:
+        if self.mode not in ("train", *fresh_modes()) and not self.ckpt_path:
             raise ValueError(
                 f"mode={self.mode} needs a checkpoint: add ckpt_path=RUN_DIR/checkpoints/"
                 "best.ckpt (or the run or sweep directory, where the mode reads one)"
