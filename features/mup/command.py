@@ -117,6 +117,6 @@ def figure_title(settings: Settings) -> str:
     model, optim = settings.model, settings.optim
     rates = f"lr {optim.lr:g}" + (f", muon_lr {optim.muon_lr:g}" if optim.kind == "muon" else "")
     return (
-        f"coordinate check: {model.arch}, {model.num_layers} layers, {model.num_heads} heads, "
+        f"coordinate check: {model.arch}, layers {model.num_layers}, heads {model.num_heads}, "
         f"mup_base_width {model.mup_base_width}, optim={optim.kind} ({rates})"
     )

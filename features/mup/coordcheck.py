@@ -9,9 +9,11 @@ after t updates: step 0 is the initialisation.
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -108,6 +110,19 @@ def check_widths(
             width_config(model, width, parametrization)
 
 
+@contextmanager
+def quiet_trainers() -> Iterator[None]:
+    """Lightning's lines of each Trainer it starts (devices found, fit stopped), one pair per
+    width and seed here, held back; its warnings still show."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def train_and_record(
     settings: Settings,
     task: LanguageModelTask,
@@ -118,24 +133,25 @@ def train_and_record(
     """Train ``task`` ``steps`` steps on ``datamodule``; the layers' means per step and the
     schedule's learning-rate multiplier of each step's update."""
     recorder = ActivationRecorder()
-    trainer = L.Trainer(
-        accelerator=settings.trainer.accelerator,
-        devices=1,
-        precision=settings.trainer.precision,
-        max_steps=steps,
-        max_epochs=-1,
-        limit_val_batches=0,  # no validation: only the training steps' forward passes
-        gradient_clip_val=settings.trainer.gradient_clip_val,
-        accumulate_grad_batches=settings.trainer.accumulate_grad_batches,
-        deterministic=settings.trainer.deterministic,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        callbacks=[recorder, *callbacks],
-    )
-    trainer.fit(task, datamodule=datamodule)
+    with quiet_trainers():
+        trainer = L.Trainer(
+            accelerator=settings.trainer.accelerator,
+            devices=1,
+            precision=settings.trainer.precision,
+            max_steps=steps,
+            max_epochs=-1,
+            limit_val_batches=0,  # no validation: only the training steps' forward passes
+            gradient_clip_val=settings.trainer.gradient_clip_val,
+            accumulate_grad_batches=settings.trainer.accumulate_grad_batches,
+            deterministic=settings.trainer.deterministic,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            callbacks=[recorder, *callbacks],
+        )
+        trainer.fit(task, datamodule=datamodule)
     scheduler = trainer.lr_scheduler_configs[0].scheduler
     multipliers = [float(scheduler.lr_lambdas[0](step)) for step in range(steps)]
     return recorder.means(steps), multipliers

@@ -24,13 +24,17 @@ def plot_coord_check(data: dict[str, Any], out_path: Path, title: str = "") -> P
     layers: Sequence[str] = data["layers"]
     rows: Sequence[str] = list(data["results"])
     steps = data["steps"]
-    fig, axes = plt.subplots(
+    # A last, narrow column holds the legend: save_figure's tight layout then leaves it room.
+    fig, grid = plt.subplots(
         len(rows),
-        steps,
-        figsize=(2.6 * steps + 2.2, 2.5 * len(rows) + 0.6),
+        steps + 1,
+        figsize=(2.6 * steps + 1.8, 2.5 * len(rows) + 0.6),
         squeeze=False,
-        sharex=True,
+        gridspec_kw={"width_ratios": [1.0] * steps + [0.55]},
     )
+    axes = [row[:steps] for row in grid]
+    for row in grid:
+        row[steps].axis("off")
     colours = plt.get_cmap("viridis")
     for row, parametrization in enumerate(rows):
         means = data["results"][parametrization]
@@ -46,7 +50,7 @@ def plot_coord_check(data: dict[str, Any], out_path: Path, title: str = "") -> P
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xticks(list(widths), [str(w) for w in widths], fontsize=7)
-            ax.tick_params(axis="y", labelsize=7)
+            ax.tick_params(axis="y", which="both", labelsize=7)
             note = "\n(zero means not drawn)" if zero else ""
             ax.set_title(f"{parametrization}, step {step}{note}", fontsize=8)
             if step == 0:
@@ -54,10 +58,9 @@ def plot_coord_check(data: dict[str, Any], out_path: Path, title: str = "") -> P
             if row == len(rows) - 1:
                 ax.set_xlabel("width (hidden_size)", fontsize=8)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center right", fontsize=7)
+    grid[0][steps].legend(handles, labels, loc="upper left", fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1 - 1.6 / (2.6 * steps + 2.2), 1))
     return save_figure(fig, out_path, dpi=110)
 
 

@@ -72,7 +72,7 @@ def add_coord_checks(report: Report) -> None:
         found = True
         widths = data["widths"]
         report.run_notes.setdefault(name, []).extend(
-            f"coordinate check, {sentence(j, widths)}" for j in judge(data)
+            f"coordinate check, {sentence(j, widths).rstrip('.')}" for j in judge(data)
         )
         title = "coordinate check" if report.single else f"coordinate check of run {name}"
         report.figures.append(Figure(title, partial(plot_coord_check, data, title=title)))
