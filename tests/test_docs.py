@@ -49,6 +49,7 @@ from pathlib import Path
 
 import pytest
 
+from conf.features import feature_modes
 from modes import MODES
 from tests.conftest import ROOT
 from tests.docs_commands import (
@@ -94,15 +95,16 @@ def doc_commands() -> list[Command]:
 
 
 def of_removed_feature(text: str) -> bool:
-    """A command of a feature whose folder is not there (``mode=NAME``, ``python -m
-    features.NAME``, ``hydra/sweeper=NAME``): the core's guides may show it, and deleting the
-    folder removes it."""
+    """A command of a feature whose folder is not there (``mode=NAME`` of no present feature,
+    ``python -m features.NAME``, ``hydra/sweeper=NAME``): the core's guides may show it, and
+    deleting the folder removes it. A feature's mode may be named apart from its folder
+    (``mode=coordcheck`` is the mup feature's)."""
     named = re.findall(r"(?<![.\w])mode=(\w+)|-m features\.(\w+)|hydra/sweeper=(\w+)", text)
+    modes = {**MODES, **feature_modes()}
     return any(
-        name not in MODES and name != "basic" and not (ROOT / "features" / name).is_dir()
-        for group in named
-        for name in group
-        if name
+        mode not in modes if mode else name != "basic" and not (ROOT / "features" / name).is_dir()
+        for mode, module, sweeper in named
+        for name in [module or sweeper]
     )
 
 

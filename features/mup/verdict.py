@@ -107,9 +107,17 @@ def sentence(judgement: Judgement, widths: list[int]) -> str:
             )
         named = "; ".join(f"{layer} at step {step} {_times(r)}" for layer, step, r in outside[:4])
         more = f" and {len(outside) - 4} more" if len(outside) > 4 else ""
+        shrinking = all(layer == LOGITS and r < 1 for layer, _, r in outside)
+        why = (
+            f"; every other layer within ×{FLAT}, only the logits shrink with width (μP's 1/m "
+            "readout multiplier on weights that start non-zero, as tied embeddings do: see "
+            "the guide)"
+            if shrinking
+            else ""
+        )
         return (
             f"mup: failed, {len(outside)} (layer, step) pairs beyond ×{FLAT} {span}: "
-            f"{named}{more}{zeros}."
+            f"{named}{more}{why}{zeros}."
         )
     grows = "grow" if judgement.logits_grow else f"stay within ×{FLAT}"
     return (

@@ -100,6 +100,15 @@ def test_mup_passes_within_the_factor_and_fails_beyond_it() -> None:
     line = sentence(judgement, [32, 128])
     assert line.startswith("mup: failed, 3 (layer, step) pairs beyond ×1.25")
     assert "logits at step 0 ×inf (from zero)" in line and "embeddings at step 1 ×0.7" in line
+    assert "every other layer" not in line
+    shrinking = {"embeddings": [[1.0, 1.1], [1.0, 0.9]], "logits": [[0.9, 0.3], [0.5, 0.45]]}
+    (judgement,) = judge(_data({"mup": shrinking}))
+    assert sentence(judgement, [32, 128]) == (
+        "mup: failed, 1 (layer, step) pairs beyond ×1.25 from width 32 to 128: logits at step 0 "
+        "×0.333; every other layer within ×1.25, only the logits shrink with width (μP's 1/m "
+        "readout multiplier on weights that start non-zero, as tied embeddings do: see the "
+        "guide)."
+    )
 
 
 def test_the_standard_verdict_says_whether_the_logits_grow() -> None:
