@@ -21,7 +21,8 @@ MISTYPED = [
     (["export.fromat=hf"], r"export.fromat \(did you mean export.format\?\)"),
     (["logger.projet=x"], r"logger.projet \(did you mean logger.project\?\)"),
     (["temprature=0"], r"key\(s\) temprature \(did you mean temperature\?\)"),
-    (["modle.num_heads=4"], r"key\(s\) modle \(did you mean model\?\); valid keys: data, "),
+    # The groups in name order: a feature's group may come before the core's "data".
+    (["modle.num_heads=4"], r"key\(s\) modle \(did you mean model\?\); valid keys: (\w+, )*data, "),
     (["+model.num_head=4"], r"model.num_head \(did you mean model.num_heads\?\)"),
     (["++data.batchsize=4"], r"data.batchsize \(did you mean data.batch_size\?\)"),
     (["~optim.muon_lrr"], r"optim.muon_lrr \(did you mean optim.muon_lr\?\)"),
