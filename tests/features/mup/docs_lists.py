@@ -4,14 +4,15 @@ COORDCHECK = (
     "python train.py mode=coordcheck model.mup_base_width=64 "
     "coordcheck.widths=64,128,256,512 optim.warmup_steps=0"
 )
-# mode=coordcheck takes no tiny keys (a mode other than train): these make it a second's work,
-# one step of one seed at each width of a one-layer model (the first must be a key the guide's
-# command does not name, or none are added).
+# mode=coordcheck takes no tiny keys (a mode other than train): these make it a few seconds'
+# work, one step of one seed at two widths of a one-layer model (the first must be a key the
+# guide's command does not name, or none are added; a key named again, the widths, wins as
+# the tiny keys do).
 MODE_ARGS = {
     "mode=coordcheck": [
-        *("coordcheck.steps=1", "coordcheck.seeds=1", "model.num_layers=1"),
-        *("model.max_seq_len=32", "data.vocab_size=300", "data.batch_size=8"),
-        "trainer.precision=32-true",
+        *("coordcheck.steps=1", "coordcheck.seeds=1", "coordcheck.widths=[32,64]"),
+        *("model.num_layers=1", "model.max_seq_len=32", "data.vocab_size=300"),
+        *("data.batch_size=8", "trainer.precision=32-true"),
     ],
 }
 PROMISES = {
