@@ -152,7 +152,8 @@ class Fit:
         """N_opt = G (C/6)^(β/(α+β)), D_opt = G^-1 (C/6)^(α/(α+β)),
         G = (αA/(βB))^(1/(α+β)); the intervals from the bootstrap's parameters."""
         n, d = _allocation(self.params, flops)
-        found = Allocation(flops, n, d, float(predict(self.params, n, d)))
+        with np.errstate(divide="ignore"):  # no interior optimum: N or D is 0, L is inf
+            found = Allocation(flops, n, d, float(predict(self.params, n, d)))
         if self.samples is not None and len(self.samples):
             pairs = np.array([_allocation(_named(row), flops) for row in self.samples])
             found.n_interval = _percentiles(pairs[:, 0], self.level)
@@ -289,14 +290,24 @@ def _named(row: np.ndarray) -> dict[str, float]:
 
 def _allocation(params: dict[str, float], flops: float) -> tuple[float, float]:
     alpha, beta = params["alpha"], params["beta"]
+    size_falls = alpha > 0 and params["A"] > 0
+    data_falls = beta > 0 and params["B"] > 0
+    if not (size_falls and data_falls):
+        # No interior optimum (a resample of few points can fit α or β = 0): a loss that does
+        # not fall with N puts every FLOP into tokens (N -> 0), one that does not fall with D
+        # into parameters (N -> inf).
+        return (math.inf, 0.0) if size_falls else (0.0, math.inf)
     g = (alpha * params["A"] / (beta * params["B"])) ** (1 / (alpha + beta))
     return g * (flops / 6) ** (beta / (alpha + beta)), (flops / 6) ** (alpha / (alpha + beta)) / g
 
 
 def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
-    tail = 100 * (1 - level) / 2
-    finite = values[np.isfinite(values)]
-    low, high = np.percentile(finite, [tail, 100 - tail])
+    """The central ``level`` of ``values``; with an unbounded value (an allocation without
+    optimum) among them, order statistics, so that a bound may be 0 or inf."""
+    tail = (1 - level) / 2
+    values = values[~np.isnan(values)]
+    method = "linear" if np.isfinite(values).all() else "inverted_cdf"
+    low, high = np.quantile(values, [tail, 1 - tail], method=method)
     return float(low), float(high)
 
 

@@ -4,6 +4,7 @@ Approach 2 (features/scaling/law.py), on points from known laws."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from features.scaling.law import (
     COARSE,
     GRID,
     PARAMETERS,
+    Fit,
     fit_law,
     isoflop,
     objective,
@@ -106,6 +108,30 @@ def test_the_allocation_has_intervals_around_it(noisy_fit) -> None:
     best = noisy_fit.optimal(1e21)
     assert best.n_interval[0] < best.n < best.n_interval[1]
     assert best.d_interval[0] < best.d < best.d_interval[1]
+
+
+def test_a_law_without_interior_optimum_gives_unbounded_allocations() -> None:
+    """Few points can fit a resample with α or β at 0: its optimum is at N = 0 or N = inf,
+    and the interval reaches it instead of failing (the division by a zero power)."""
+    fitted = Fit(params=dict(TRUE), objective=0.0, start=(), converged=1, points=9)
+    row = [TRUE[name] for name in PARAMETERS]
+    flat_in_n, flat_in_d = list(row), list(row)
+    flat_in_n[PARAMETERS.index("alpha")] = 0.0  # the loss does not fall with N
+    flat_in_d[PARAMETERS.index("beta")] = 0.0
+    fitted.samples = np.array([row] * 8 + [flat_in_n] + [flat_in_d])
+    fitted.level = 0.95
+    best = fitted.optimal(1e21)
+    assert best.n_interval == (0.0, math.inf) and best.d_interval == (0.0, math.inf)
+    fitted.samples = np.array([row] * 18 + [flat_in_n] * 2)  # 10%: beyond the lower 2.5%
+    best = fitted.optimal(1e21)
+    assert best.n_interval[0] == 0.0 and 0 < best.n_interval[1] < math.inf
+    assert best.d_interval[1] == math.inf
+    alone = Fit(params=_named_row(flat_in_n), objective=0.0, start=(), converged=1, points=9)
+    assert (alone.optimal(1e21).n, alone.optimal(1e21).d) == (0.0, math.inf)
+
+
+def _named_row(row: list[float]) -> dict[str, float]:
+    return dict(zip(PARAMETERS, row, strict=True))
 
 
 def test_isoflop_finds_each_parabolas_minimum_and_their_power_law() -> None:
