@@ -94,6 +94,10 @@ def plot_transfer(transfer: Transfer, out_path: Path) -> Path:
             assert best is not None
             ax.plot([best.lr], [best.mean], marker="*", ms=14, color=colour, mec="black", ls="")
         ax.set_xscale("log")
+        # The grid's own learning rates as ticks: log-axis minor labels would overlap.
+        rates = sorted({p.lr for curve in panel.curves for p in curve.measured})
+        ax.set_xticks(rates, [f"{lr:g}" for lr in rates], fontsize=7, rotation=45)
+        ax.minorticks_off()
         ax.set_xlabel(transfer.lr_key)
         ax.set_title(panel.label or "learning-rate transfer", fontsize=9)
         ax.legend(fontsize=7)
