@@ -187,7 +187,7 @@ def fit_law(
         raise ValueError("L-BFGS-B converged from none of the starts; the points fit no law")
     best_value, best_theta, best_start = ends[0]
     result = Fit(
-        params=_named_theta(best_theta),
+        params=named_parameters(best_theta),
         objective=best_value * HUBER_DELTA,
         start=tuple(float(s) for s in best_start),
         converged=len(ends),
@@ -259,7 +259,7 @@ def _bootstrap(
         pick = rng.integers(0, len(log_n), len(log_n))
         ends = _minimise_from(starts, log_n[pick], log_d[pick], log_loss[pick])
         if ends:
-            rows.append([_named_theta(ends[0][1])[name] for name in PARAMETERS])
+            rows.append([named_parameters(ends[0][1])[name] for name in PARAMETERS])
     return np.array(rows, dtype=float).reshape(-1, len(PARAMETERS))
 
 
@@ -279,9 +279,14 @@ def _logs(
     return np.log(arrays[0]), np.log(arrays[1]), np.log(arrays[2])
 
 
-def _named_theta(theta: np.ndarray) -> dict[str, float]:
+def named_parameters(theta: np.ndarray) -> dict[str, float]:
+    """The law's E, A, B, α, β of the fitted vector (a, b, e, α, β)."""
     a, b, e, alpha, beta = (float(v) for v in theta)
-    return {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": alpha, "beta": beta}
+    # A resample of few points can run a, b or e past exp's range: inf, which the intervals
+    # report as an unbounded end rather than failing.
+    with np.errstate(over="ignore"):
+        scales = {name: float(np.exp(v)) for name, v in (("E", e), ("A", a), ("B", b))}
+    return {**scales, "alpha": alpha, "beta": beta}
 
 
 def _named(row: np.ndarray) -> dict[str, float]:

@@ -17,6 +17,7 @@ from features.scaling.law import (
     Fit,
     fit_law,
     isoflop,
+    named_parameters,
     objective,
     predict,
 )
@@ -182,3 +183,11 @@ def test_every_start_is_tried_and_the_best_kept(monkeypatch) -> None:
     together = fit_law(n, d, loss, bootstrap=0, starts=starts[::-1])
     assert together.objective == pytest.approx(min(f.objective for f in alone), rel=1e-12)
     assert together.converged == sum(1 for f in alone if f.converged)
+
+
+def test_parameters_past_exps_range_are_infinite_not_an_error() -> None:
+    """A bootstrap resample of few points can end with log A beyond 709 (found on a sweep of
+    16 runs): A is inf and its interval unbounded."""
+    a, b, e = 800.0, 5.0, 0.5
+    named = named_parameters(np.array([a, b, e, 0.3, 0.3]))
+    assert named["A"] == math.inf and named["B"] == pytest.approx(math.exp(5.0))
