@@ -110,8 +110,8 @@ def sentence(judgement: Judgement, widths: list[int]) -> str:
         shrinking = all(layer == LOGITS and r < 1 for layer, _, r in outside)
         why = (
             f"; every other layer within ×{FLAT}, only the logits shrink with width (μP's 1/m "
-            "readout multiplier on weights that start non-zero, as tied embeddings do: see "
-            "the guide)"
+            "readout multiplier: the random part of the first steps' logits falls as "
+            "1/sqrt(m) until the learned part outgrows it; see the guide)"
             if shrinking
             else ""
         )

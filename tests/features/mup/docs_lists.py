@@ -21,12 +21,27 @@ PROMISES = {
         *("{out}/metrics.json", "{out}/report.html"),
     ],
 }
+TRANSFER = (
+    "optim=adamw model.mup_base_width=32 model.num_layers=2 model.max_seq_len=64 "
+    "model.dropout=0.0 data.tokenizer=char data.batch_size=16 trainer.max_steps=300 "
+    "trainer.val_check_interval=100 trainer.precision=32-true logger=none"
+)
+MEASURED_CHECK = (
+    "the coordinate check as measured (widths 64 to 512, 3 seeds: minutes); the guide's command "
+    "runs here with MODE_ARGS; composed only"
+)
+FULL_CHECK = f"{COORDCHECK} model.dropout=0.0"
 NOT_RUNNABLE = {
-    "python train.py -m model.parametrization=standard,mup model.mup_base_width=32 "
-    "model.hidden_size=32,64,128 optim=adamw optim.lr=1e-3,3e-3,1e-2,3e-2 "
-    "optim.warmup_steps=30 seed=0,1,2 model.num_layers=2 trainer.max_steps=300 "
-    "trainer.val_check_interval=50 logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2": (
-        "the transfer measurement: 72 jobs of 300 steps, too long for this test; composed only "
+    "python train.py -m model.parametrization=mup,standard model.hidden_size=32,64,128 "
+    f"optim.lr=1.25e-3,2.5e-3,5e-3,1e-2,2e-2,4e-2,8e-2 seed=0,1,2 {TRANSFER}": (
+        "the transfer measurement: 126 jobs of 300 steps, too long for this test; composed only "
         "(tests/features/mup/test_transfer.py reads a sweep of hand-made records of this shape)"
     ),
+    "python train.py -m model.parametrization=mup,standard model.hidden_size=256 "
+    f"optim.lr=2.5e-3,5e-3,1e-2,2e-2,4e-2 seed=0,1,2 {TRANSFER}": (
+        "the transfer measurement's width 256: 30 jobs, too long for this test; composed only"
+    ),
+    f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false": MEASURED_CHECK,
+    f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false optim=adamw": MEASURED_CHECK,
+    FULL_CHECK: MEASURED_CHECK,
 }

@@ -106,8 +106,8 @@ def test_mup_passes_within_the_factor_and_fails_beyond_it() -> None:
     assert sentence(judgement, [32, 128]) == (
         "mup: failed, 1 (layer, step) pairs beyond ×1.25 from width 32 to 128: logits at step 0 "
         "×0.333; every other layer within ×1.25, only the logits shrink with width (μP's 1/m "
-        "readout multiplier on weights that start non-zero, as tied embeddings do: see the "
-        "guide)."
+        "readout multiplier: the random part of the first steps' logits falls as 1/sqrt(m) "
+        "until the learned part outgrows it; see the guide)."
     )
 
 

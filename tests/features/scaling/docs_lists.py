@@ -10,4 +10,11 @@ NOT_RUNNABLE = {
         "points.csv is the user's table; tests/features/scaling/test_fit_command.py runs the "
         "command on tables it writes"
     ),
+    "python train.py -m model.hidden_size=32,48,64,96 trainer.budget.flops=1e11,3e11,9e11,2.7e12 "
+    "model.num_layers=2 model.max_seq_len=64 model.dropout=0.0 optim.warmup_steps=10 "
+    "data.tokenizer=char data.batch_size=16 trainer.val_check_interval=100 "
+    "trainer.precision=32-true logger=none": (
+        "the measured equal-FLOPs sweep of docs/benchmarks.md: 16 jobs, 21 minutes here; "
+        "composed only"
+    ),
 }
