@@ -20,6 +20,7 @@ from common.ranks import global_rank
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from data.tokenizer import save_tokenizer
+from models.config import ModelConfig
 from modes import SweepConflict
 from modes.fitting import fit
 from modes.inference import sample_text
@@ -30,6 +31,26 @@ from training.compile import compile_network
 from training.precision import native_precision
 from training.task import LanguageModelTask, task_class
 from training.trainer import finish_logger, training_trainer
+
+
+def new_task(
+    settings: Settings, model_config: ModelConfig, datamodule: LMDataModule, **options: Any
+) -> LanguageModelTask:
+    """An untrained language-model task of ``model_config`` (its vocabulary and padding id
+    the datamodule's tokenizer's) for ``settings``' optimiser and data; ``options``: the task's
+    other keywords (``total_steps``, ``seconds_budget``)."""
+    model_config = replace(
+        model_config, vocab_size=datamodule.vocab_size, pad_token_id=datamodule.pad_token_id
+    )
+    return task_class(model_config.arch)(
+        model_config=model_config,
+        optim_config=settings.optim,
+        tokenizer_json=datamodule.tokenizer.to_str(),
+        data_config=settings.data,
+        chars_per_token=datamodule.chars_per_token,
+        bytes_per_token=datamodule.bytes_per_token,
+        **options,
+    )
 
 
 def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
@@ -58,17 +79,8 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         stage="fit",
         tokenizer_json=trained["tokenizer_json"] if trained else None,
     )
-    model_config = replace(
-        model_config, vocab_size=datamodule.vocab_size, pad_token_id=datamodule.pad_token_id
-    )
-    task = task_class(model_config.arch)(
-        model_config=model_config,
-        optim_config=settings.optim,
-        tokenizer_json=datamodule.tokenizer.to_str(),
-        data_config=settings.data,
-        chars_per_token=datamodule.chars_per_token,
-        bytes_per_token=datamodule.bytes_per_token,
-        seconds_budget=settings.trainer.budget.seconds,
+    task = new_task(
+        settings, model_config, datamodule, seconds_budget=settings.trainer.budget.seconds
     )
     counts = {
         "params": task.model.num_parameters(exclude_embeddings=True),

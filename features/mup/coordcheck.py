@@ -23,7 +23,8 @@ from torch import Tensor, nn
 from conf.schema import Settings
 from data.datamodule import LMDataModule, prepared_datamodule
 from models.config import ModelConfig
-from training.task import LanguageModelTask, task_class
+from modes.train import new_task
+from training.task import LanguageModelTask
 
 
 def layer_modules(network: nn.Module) -> dict[str, nn.Module]:
@@ -187,21 +188,9 @@ def coordinate_data(
         for width in widths:
             runs = []
             for seed, datamodule in modules.items():
-                config = replace(
-                    width_config(model, width, parametrization),
-                    vocab_size=datamodule.vocab_size,
-                    pad_token_id=datamodule.pad_token_id,
-                )
+                config = width_config(model, width, parametrization)
                 L.seed_everything(seed, workers=True, verbose=False)  # the weights' seed
-                task = task_class(model.arch)(
-                    model_config=config,
-                    optim_config=settings.optim,
-                    tokenizer_json=datamodule.tokenizer.to_str(),
-                    data_config=settings.data,
-                    chars_per_token=datamodule.chars_per_token,
-                    total_steps=total,
-                    bytes_per_token=datamodule.bytes_per_token,
-                )
+                task = new_task(settings, config, datamodule, total_steps=total)
                 means, multipliers = train_and_record(settings, task, datamodule, steps, callbacks)
                 runs.append(means)
             layers = list(runs[0])
