@@ -44,4 +44,11 @@ NOT_RUNNABLE = {
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false": MEASURED_CHECK,
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false optim=adamw": MEASURED_CHECK,
     FULL_CHECK: MEASURED_CHECK,
+    "python train.py -m model.parametrization=mup,standard model.hidden_size=32,64,128 "
+    "optim.muon_lr=0.005,0.01,0.02,0.04,0.08 seed=0,1,2 model.mup_base_width=32 "
+    "model.num_layers=2 model.max_seq_len=64 model.dropout=0.0 data.tokenizer=char "
+    "data.batch_size=16 trainer.max_steps=300 trainer.val_check_interval=100 "
+    "trainer.precision=32-true logger=none": (
+        "the transfer measurement under Muon: 90 jobs of 300 steps; composed only"
+    ),
 }
