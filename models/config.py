@@ -138,7 +138,10 @@ class ModelConfig:
     num_kv_heads: None means num_heads (and reads the checkpoints of versions before it).
     parametrization: ``mup`` scales initialisation, learning rates, attention and the readout
         with ``hidden_size / mup_base_width`` (``models/mup.py``); at the base width it is the
-        standard parametrization, zero initialisations aside.
+        standard parametrization, zero initialisations and multipliers aside.
+    mup_output_multiplier, mup_attention_multiplier: μP's two constants, tuned at the base
+        width like a learning rate (mup's ``output_mult`` and ``attn_mult``); read under
+        ``parametrization=mup`` only, so that one sweep may set them for both.
     """
 
     vocab_size: int | None
@@ -163,6 +166,8 @@ class ModelConfig:
     parametrization: str = "standard"
     mup_base_width: int = 128
     mup_zero_init: bool = True
+    mup_output_multiplier: float = 1.0
+    mup_attention_multiplier: float = 1.0
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -206,6 +211,9 @@ class ModelConfig:
                 f"type_vocab_size={self.type_vocab_size} is for the encoder (BERT segments); "
                 "set it to 0 for arch='decoder'"
             )
+        for name in ("mup_output_multiplier", "mup_attention_multiplier"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be > 0, e.g. 1.0")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0, e.g. 1e-5")
         # Without a vocabulary yet (None), only the lower bound can be checked.
@@ -230,13 +238,24 @@ class ModelConfig:
         return self.hidden_size / self.mup_base_width
 
     @property
+    def readout_multiplier(self) -> float:
+        """What μP multiplies the readout's input by: ``mup_output_multiplier`` / m."""
+        if self.parametrization == "standard":
+            return 1.0
+        return self.mup_output_multiplier / self.width_multiplier
+
+    @property
     def attention_scale(self) -> float | None:
         """The attention scores' factor when it is not SDPA's default 1 / sqrt(D): μP's
-        1 / D, as sqrt(D_base) / D so that it is the default at the base width."""
-        if self.width_multiplier == 1.0:
+        1 / D, as sqrt(D_base) / D so that it is the default at the base width, times
+        ``mup_attention_multiplier``."""
+        if self.parametrization == "standard" or (
+            self.width_multiplier == 1.0 and self.mup_attention_multiplier == 1.0
+        ):
             return None
         head_dim = self.hidden_size // self.num_heads
-        return math.sqrt(self.mup_base_width / self.num_heads) / head_dim
+        base = math.sqrt(self.mup_base_width / self.num_heads) / head_dim
+        return self.mup_attention_multiplier * base
 
     @property
     def attn_dropout_p(self) -> float:

@@ -4,17 +4,18 @@ standard one (the Hugging Face export).
 
 What μP changes (``ModelConfig.width_multiplier`` m, ``models/transformer.py``): the hidden
 matrices' init std and Adam learning rate divided by sqrt(m) and m, the attention scores
-scaled by sqrt(D_base) / D instead of 1 / sqrt(D), and the readout's input divided by m. The
+scaled by sqrt(D_base) / D instead of 1 / sqrt(D), and the readout's input divided by m
+(each with its tunable constant, ``ModelConfig.mup_*_multiplier``). The
 init and the learning rates are training's business; the two multipliers of the forward pass
 are linear, so each folds into the weights before it:
 
-- the attention factor into the query rows of ``qkv_proj`` (weight and bias): scaling q by
-  sqrt(D_base / D) turns q k / sqrt(D) into q k sqrt(D_base) / D, rotary positions included,
-  since a rotation is linear;
-- the readout's 1 / m into the affine LayerNorm just before the readout (the final norm of a
-  pre-LN decoder, the last block's MLP norm of a post-LN one, the MLM head's norm): its gain
-  and bias divided by m, which works with tied embeddings too, where the readout's weight is
-  also the input table and cannot change.
+- the attention factor s into the query rows of ``qkv_proj`` (weight and bias): scaling q by
+  s sqrt(D) turns q k / sqrt(D) into q k s, rotary positions included, since a rotation is
+  linear;
+- the readout's multiplier (``mup_output_multiplier`` / m) into the affine LayerNorm just
+  before the readout (the final norm of a pre-LN decoder, the last block's MLP norm of a
+  post-LN one, the MLM head's norm): its gain and bias multiplied by it, which works with tied
+  embeddings too, where the readout's weight is also the input table and cannot change.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def fold_into_standard(
                     rows = folded[key].clone()
                     rows[: cfg.hidden_size] *= query  # the query rows
                     folded[key] = rows
-    if cfg.width_multiplier != 1.0:
+    if cfg.readout_multiplier != 1.0:
         norm = readout_norm_prefix(cfg)
         for kind in ("weight", "bias"):
-            folded[f"{norm}.{kind}"] = state[f"{norm}.{kind}"] / cfg.width_multiplier
+            folded[f"{norm}.{kind}"] = state[f"{norm}.{kind}"] * cfg.readout_multiplier
     return standard, folded

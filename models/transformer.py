@@ -139,7 +139,7 @@ class MLMHead(nn.Module):
 
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding) -> None:
         super().__init__()
-        self.readout_scale = 1 / cfg.width_multiplier
+        self.readout_scale = cfg.readout_multiplier
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.act = nn.GELU()
         self.norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
@@ -421,8 +421,8 @@ class Decoder(TransformerBase):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embeddings.token.weight
-        # μP's readout multiplier 1 / m, on the head's input as mup's MuReadout has it.
-        self.readout_scale = 1 / cfg.width_multiplier
+        # μP's readout multiplier (1 / m), on the head's input as mup's MuReadout has it.
+        self.readout_scale = cfg.readout_multiplier
         self._init_weights(scale_residual=True)
 
     def readout(self) -> nn.Linear:

@@ -148,6 +148,8 @@ _COMMON_NOTES = {
     "parametrization": "mup: folded into the query rows and the readout's LayerNorm",
     "mup_base_width": "folded with parametrization=mup",
     "mup_zero_init": "nothing: the initialisation only",
+    "mup_output_multiplier": "folded into the readout's LayerNorm",
+    "mup_attention_multiplier": "folded into the query rows",
 }
 
 

@@ -113,6 +113,11 @@ FOLDED = [
     pytest.param("decoder", {"norm": "post", "qkv_bias": False}, id="post_no_bias"),
     pytest.param("encoder", {"type_vocab_size": 2}, id="encoder"),
     pytest.param("encoder", {"norm": "pre", "tie_embeddings": False}, id="encoder_pre_untied"),
+    pytest.param(
+        "decoder",
+        {"mup_output_multiplier": 3.0, "mup_attention_multiplier": 0.7},
+        id="multipliers",
+    ),
 ]
 
 
@@ -136,8 +141,40 @@ def test_folding_into_the_standard_parametrization_keeps_the_logits(arch, settin
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_the_multipliers_scale_the_readout_and_the_scores(arch: str) -> None:
+    cfg = mup_config(
+        arch,
+        hidden_size=64,
+        mup_base_width=16,
+        mup_output_multiplier=2.5,
+        mup_attention_multiplier=0.5,
+    )
+    assert cfg.readout_multiplier == 2.5 / 4
+    assert cfg.attention_scale == pytest.approx(0.5 * math.sqrt(16 / 4) / 16)
+    # At the base width the multipliers alone still act: μP is then not the standard one.
+    base = mup_config(arch, mup_base_width=32, mup_attention_multiplier=2.0)
+    assert base.attention_scale == pytest.approx(2.0 / math.sqrt(8))
+    model = seeded(cfg)
+    hidden = model.hidden_states(IDS)  # (B, T, C)
+    if arch == "decoder":
+        expected = model.lm_head(hidden * 2.5 / 4)
+    else:
+        head = model.mlm_head
+        expected = head.proj(head.norm(head.act(head.dense(hidden))) * 2.5 / 4)
+    torch.testing.assert_close(model(IDS), expected)
+    assert model.blocks[0].attn.scale == cfg.attention_scale
+    # Under the standard parametrization they are not read (a sweep over both may set them).
+    standard = tiny_config(arch, mup_output_multiplier=2.5, mup_attention_multiplier=0.5)
+    assert standard.readout_multiplier == 1.0 and standard.attention_scale is None
+
+
 def test_mup_settings_are_checked() -> None:
     with pytest.raises(ValueError, match=r"parametrization='mu' is unknown; .*standard, mup"):
         tiny_config(parametrization="mu")
     with pytest.raises(ValueError, match="mup_base_width=0 must be a positive integer"):
         tiny_config(mup_base_width=0)
+    with pytest.raises(ValueError, match=r"mup_output_multiplier=0.0 must be > 0, e.g. 1.0"):
+        tiny_config(mup_output_multiplier=0.0)
+    with pytest.raises(ValueError, match=r"mup_attention_multiplier=-1.0 must be > 0"):
+        tiny_config(mup_attention_multiplier=-1.0)

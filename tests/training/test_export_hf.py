@@ -37,6 +37,11 @@ def _randomised(cfg: ModelConfig) -> torch.nn.Module:
     return model
 
 
+MUP_MULTIPLIERS = {
+    "mup_base_width": 12,
+    "mup_output_multiplier": 2.0,
+    "mup_attention_multiplier": 0.5,
+}
 # (arch, tokenizer kind, non-default settings)
 NETWORKS = [
     ("decoder", "bpe", {}),
@@ -51,6 +56,7 @@ NETWORKS = [
     ("decoder", "bpe", {"parametrization": "mup", "mup_base_width": 12}),
     ("decoder", "char", {"position": "rope", "parametrization": "mup", "mup_base_width": 12}),
     ("encoder", "wordpiece", {"parametrization": "mup", "mup_base_width": 12}),
+    ("decoder", "char", {"parametrization": "mup", **MUP_MULTIPLIERS}),
 ]
 
 
