@@ -41,6 +41,10 @@ NOT_RUNNABLE = {
     f"optim.lr=2.5e-3,5e-3,1e-2,2e-2,4e-2 seed=0,1,2 {TRANSFER}": (
         "the transfer measurement's width 256: 30 jobs, too long for this test; composed only"
     ),
+    "python train.py -m model.parametrization=standard model.hidden_size=256 "
+    f"optim.lr=6.25e-4,1.25e-3 seed=0,1,2 {TRANSFER}": (
+        "the transfer measurement's two lower rates at width 256: 6 jobs; composed only"
+    ),
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false": MEASURED_CHECK,
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false optim=adamw": MEASURED_CHECK,
     FULL_CHECK: MEASURED_CHECK,
