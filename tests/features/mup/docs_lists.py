@@ -48,6 +48,7 @@ NOT_RUNNABLE = {
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false": MEASURED_CHECK,
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false optim=adamw": MEASURED_CHECK,
     FULL_CHECK: MEASURED_CHECK,
+    f"{FULL_CHECK} model.tie_embeddings=false": MEASURED_CHECK,
     "python train.py -m model.parametrization=mup,standard model.hidden_size=32,64,128 "
     "optim.muon_lr=0.005,0.01,0.02,0.04,0.08 seed=0,1,2 model.mup_base_width=32 "
     "model.num_layers=2 model.max_seq_len=64 model.dropout=0.0 data.tokenizer=char "
