@@ -48,6 +48,11 @@ NOT_RUNNABLE = {
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false": MEASURED_CHECK,
     f"{FULL_CHECK} data.tokenizer=char model.tie_embeddings=false optim=adamw": MEASURED_CHECK,
     FULL_CHECK: MEASURED_CHECK,
+    "python train.py -m model.parametrization=mup model.mup_output_multiplier=1,4,16 "
+    "model.hidden_size=32,128 optim.lr=1e-2,2e-2 seed=0,1,2 "
+    f"{TRANSFER} hydra/launcher=joblib hydra.launcher.n_jobs=2": (
+        "the output multiplier's measurement: 36 jobs; composed only"
+    ),
     f"{FULL_CHECK} model.tie_embeddings=false": MEASURED_CHECK,
     "python train.py -m model.parametrization=mup,standard model.hidden_size=32,64,128 "
     "optim.muon_lr=0.005,0.01,0.02,0.04,0.08 seed=0,1,2 model.mup_base_width=32 "
