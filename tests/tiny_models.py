@@ -30,11 +30,16 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
     return build_model(tiny_config(arch, **overrides)).eval()
 
 
-# The position and key/value-head options that change the attention's inputs: every cache,
-# padding and generation test runs with each.
+# The position, key/value-head and parametrization options that change the attention: every
+# cache, padding and generation test runs with each.
 VARIANTS = [
     pytest.param({}, id="learned"),
     pytest.param({"position": "rope"}, id="rope"),
     pytest.param({"position": "rope", "num_kv_heads": 2}, id="rope_gqa"),
     pytest.param({"num_kv_heads": 1}, id="mqa"),
+    # μP: the scores' own scale in SDPA (cached or not) and the readout multiplier; the
+    # queries start non-zero, so that the attention is not uniform
+    pytest.param(
+        {"parametrization": "mup", "mup_base_width": 12, "mup_zero_init": False}, id="mup"
+    ),
 ]

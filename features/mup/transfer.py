@@ -14,6 +14,7 @@ widths (none where they overlap), so a move smaller than the seeds' spread is no
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,16 +37,12 @@ class Point:
 
     @property
     def mean(self) -> float | None:
-        return math.fsum(self.losses) / len(self.losses) if self.losses else None
+        return statistics.fmean(self.losses) if self.losses else None
 
     @property
     def spread(self) -> float | None:
-        """Sample standard deviation over seeds; None below two."""
-        if len(self.losses) < 2:
-            return None
-        mean = self.mean
-        assert mean is not None
-        return math.sqrt(math.fsum((x - mean) ** 2 for x in self.losses) / (len(self.losses) - 1))
+        """Sample standard deviation over seeds (as ``Configuration.std``); None below two."""
+        return statistics.stdev(self.losses) if len(self.losses) >= 2 else None
 
 
 @dataclass
