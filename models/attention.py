@@ -186,7 +186,9 @@ class MultiHeadAttention(nn.Module):
     Under grouped-query attention query head h uses key/value head h // (H / H_kv), as SDPA's
     ``enable_gqa`` pairs them. ``attn_dropout`` (on the probabilities) and ``proj_dropout`` (on
     the output) default to ``dropout``. ``scale`` multiplies the scores instead of
-    1 / sqrt(D) (μP's 1 / D, ``ModelConfig.attention_scale``).
+    1 / sqrt(D) (μP's 1 / D, ``ModelConfig.attention_scale``). ``qk_norm`` RMS-normalises
+    each head's query and key (no learned gain) before the rotation, so a score is at most
+    sqrt(D) whatever the weights' growth.
     """
 
     def __init__(
@@ -202,6 +204,7 @@ class MultiHeadAttention(nn.Module):
         proj_dropout: float | None = None,
         num_kv_heads: int | None = None,
         scale: float | None = None,
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         check_head_count("d_model", d_model, num_heads)
@@ -220,6 +223,7 @@ class MultiHeadAttention(nn.Module):
         self.d_context = d_context
         self.attn_dropout = attn_dropout
         self.scale = scale
+        self.qk_norm = qk_norm
         kv_dim = num_kv_heads * self.head_dim
         if d_context is None:
             self.qkv_proj = nn.Linear(self.d_in, d_model + 2 * kv_dim, bias=qkv_bias)
@@ -280,8 +284,8 @@ class MultiHeadAttention(nn.Module):
                     f"{context.shape[1]} and x has length {q_len}; causal cross-attention over "
                     "a context of another length is undefined, pass an explicit mask instead"
                 )
-            q = self._heads(self.q_proj(x), self.num_heads)  # (B, H, T_q, D)
-            k = self._heads(self.k_proj(context), self.num_kv_heads)  # (B, H_kv, T_k, D)
+            q = self._normed(self._heads(self.q_proj(x), self.num_heads))  # (B, H, T_q, D)
+            k = self._normed(self._heads(self.k_proj(context), self.num_kv_heads))
             v = self._heads(self.v_proj(context if value is None else value), self.num_kv_heads)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, H_kv, T_k, D) each, past included
@@ -340,11 +344,16 @@ class MultiHeadAttention(nn.Module):
         qk_heads = self.num_heads + self.num_kv_heads
         heads = self.qkv_proj(x).view(batch_size, length, qk_heads + self.num_kv_heads, -1)
         qk, v = heads[:, :, :qk_heads], heads[:, :, qk_heads:]  # (B, T, H + H_kv | H_kv, D)
+        qk = self._normed(qk)
         if rotary is not None:
             cos, sin = rotary
             qk = apply_rotary(qk, cos[:, :, None], sin[:, :, None])  # (B, T, H + H_kv, D)
         q, k = qk.transpose(1, 2).split([self.num_heads, self.num_kv_heads], dim=1)
         return q, k, v.transpose(1, 2)  # (B, H, T, D), (B, H_kv, T, D), (B, H_kv, T, D)
+
+    def _normed(self, heads: Tensor) -> Tensor:
+        """Each head's vector [..., D] at unit RMS under ``qk_norm``; as it is otherwise."""
+        return F.rms_norm(heads, (self.head_dim,)) if self.qk_norm else heads
 
     def _heads(self, projected: Tensor, num_heads: int) -> Tensor:
         """[B, T, n * D] -> [B, n, T, D] for n = ``num_heads``."""

@@ -126,6 +126,7 @@ def from_mapping(cls: type[T], values: dict[str, Any], prefix: str) -> T:
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal", "rope")
 PARAMETRIZATIONS = ("standard", "mup")
+ACTIVATIONS = ("gelu", "relu2")
 
 
 @dataclass
@@ -142,6 +143,10 @@ class ModelConfig:
     mup_output_multiplier, mup_attention_multiplier: μP's two constants, tuned at the base
         width like a learning rate (mup's ``output_mult`` and ``attn_mult``); read under
         ``parametrization=mup`` only, so that one sweep may set them for both.
+    qk_norm, activation, zero_init_residual, logit_softcap: the options of modded-nanogpt's
+        speed runs (docs/benchmarks.md, "A faster recipe" measures what each pays here):
+        RMS-normalised queries and keys per head, ReLU² in the MLP, the residual branches'
+        output projections initialised to zero, logits soft-capped as cap * tanh(z / cap).
     """
 
     vocab_size: int | None
@@ -168,6 +173,10 @@ class ModelConfig:
     mup_zero_init: bool = True
     mup_output_multiplier: float = 1.0
     mup_attention_multiplier: float = 1.0
+    qk_norm: bool = False
+    activation: str = "gelu"
+    zero_init_residual: bool = False
+    logit_softcap: float | None = None
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -176,6 +185,7 @@ class ModelConfig:
             ("norm", NORMS),
             ("position", POSITIONS),
             ("parametrization", PARAMETRIZATIONS),
+            ("activation", ACTIVATIONS),
         )
         for name, choices in choices_of:
             value = getattr(self, name)
@@ -214,6 +224,10 @@ class ModelConfig:
         for name in ("mup_output_multiplier", "mup_attention_multiplier"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be > 0, e.g. 1.0")
+        if self.logit_softcap is not None and not self.logit_softcap > 0:
+            raise ValueError(
+                f"logit_softcap={self.logit_softcap} must be > 0 (e.g. 30.0), or null for no cap"
+            )
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0, e.g. 1e-5")
         # Without a vocabulary yet (None), only the lower bound can be checked.

@@ -81,13 +81,26 @@ class Embeddings(nn.Module):
         return self.dropout(x)  # (B, T, C)
 
 
+class ReLUSquared(nn.Module):
+    """relu(x)², the MLP activation of Primer (So et al. 2021) and modded-nanogpt."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x).square()
+
+
+def activation(cfg: ModelConfig) -> nn.Module:
+    """The MLP's (and BERT's head's) nonlinearity, as transformers' ``hidden_act`` applies it
+    in both."""
+    return nn.GELU() if cfg.activation == "gelu" else ReLUSquared()
+
+
 class MLP(nn.Module):
-    """Position-wise feed-forward: Linear(C, I), GELU, Linear(I, C), dropout."""
+    """Position-wise feed-forward: Linear(C, I), GELU or ReLU², Linear(I, C), dropout."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.fc1 = nn.Linear(cfg.hidden_size, cfg.mlp_size)
-        self.act = nn.GELU()
+        self.act = activation(cfg)
         self.fc2 = nn.Linear(cfg.mlp_size, cfg.hidden_size)  # residual projection
         self.dropout = nn.Dropout(cfg.resid_dropout_p)
 
@@ -110,6 +123,7 @@ class Block(nn.Module):
             attn_dropout=cfg.attn_dropout_p,
             proj_dropout=cfg.resid_dropout_p,
             scale=cfg.attention_scale,
+            qk_norm=cfg.qk_norm,
         )
         self.attn_norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
@@ -133,15 +147,16 @@ class Block(nn.Module):
 
 
 class MLMHead(nn.Module):
-    """BERT's masked-LM head: dense + GELU + LayerNorm, then the vocabulary projection (its
-    weight tied to the token embeddings when ``tie_embeddings``), whose input μP divides by
-    the width multiplier."""
+    """BERT's masked-LM head: dense + the activation + LayerNorm, then the vocabulary
+    projection (its weight tied to the token embeddings when ``tie_embeddings``), whose input
+    μP divides by the width multiplier; its logits soft-capped under ``logit_softcap``."""
 
     def __init__(self, cfg: ModelConfig, token_embedding: nn.Embedding) -> None:
         super().__init__()
         self.readout_scale = cfg.readout_multiplier
+        self.cap = cfg.logit_softcap
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        self.act = nn.GELU()
+        self.act = activation(cfg)
         self.norm = nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
         self.proj = nn.Linear(cfg.hidden_size, cfg.vocab_size)
         if cfg.tie_embeddings:
@@ -151,7 +166,13 @@ class MLMHead(nn.Module):
         x = self.norm(self.act(self.dense(x)))  # (B, T, C)
         if self.readout_scale != 1.0:
             x = x * self.readout_scale
-        return self.proj(x)  # (B, T, V)
+        return soft_cap(self.proj(x), self.cap)  # (B, T, V)
+
+
+def soft_cap(logits: Tensor, cap: float | None) -> Tensor:
+    """cap * tanh(logits / cap): about the logits where they are small, never past ±cap
+    (Gemma 2's final-logit soft-capping); the logits as they are for ``cap=None``."""
+    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 @contextmanager
@@ -216,7 +237,9 @@ class TransformerBase(nn.Module):
         ``scale_residual`` (GPT-2) the 2 L projections summed into the residual stream get
         std 0.02 / sqrt(2 L), so its variance stays O(1). Under μP the hidden matrices' std is
         divided by sqrt(m), and ``mup_zero_init`` zeroes the queries and an untied readout
-        (mup's recommendation: the attention starts uniform, the logits at zero)."""
+        (mup's recommendation: the attention starts uniform, the logits at zero).
+        ``zero_init_residual`` zeroes the projections that write into the residual stream, as
+        modded-nanogpt does, so that every block starts as the identity."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02)
@@ -230,6 +253,10 @@ class TransformerBase(nn.Module):
                 nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=std)
                 nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=std)
         cfg = self.config
+        if cfg.zero_init_residual:  # each block starts as the identity
+            for block in self.blocks:
+                nn.init.zeros_(block.attn.out_proj.weight)
+                nn.init.zeros_(block.mlp.fc2.weight)
         if cfg.parametrization != "mup":
             return
         with torch.no_grad():
@@ -455,7 +482,7 @@ class Decoder(TransformerBase):
         )
         if self.readout_scale != 1.0:
             hidden = hidden * self.readout_scale
-        logits = self.lm_head(hidden)  # (B, T, V)
+        logits = soft_cap(self.lm_head(hidden), self.config.logit_softcap)  # (B, T, V)
         return ModelOutput(logits, attentions) if output_attentions else logits
 
     def init_caches(self, batch_size: int) -> list[KVCache]:

@@ -30,8 +30,8 @@ def tiny_model(arch: str = "decoder", **overrides: Any) -> Encoder | Decoder:
     return build_model(tiny_config(arch, **overrides)).eval()
 
 
-# The position, key/value-head and parametrization options that change the attention: every
-# cache, padding and generation test runs with each.
+# The position, key/value-head, parametrization and speed-run options that change the
+# attention: every cache, padding and generation test runs with each.
 VARIANTS = [
     pytest.param({}, id="learned"),
     pytest.param({"position": "rope"}, id="rope"),
@@ -41,5 +41,11 @@ VARIANTS = [
     # queries start non-zero, so that the attention is not uniform
     pytest.param(
         {"parametrization": "mup", "mup_base_width": 12, "mup_zero_init": False}, id="mup"
+    ),
+    # the speed-run options: queries and keys normalised before the rotation and the cache,
+    # ReLU², capped logits
+    pytest.param(
+        {"position": "rope", "qk_norm": True, "activation": "relu2", "logit_softcap": 5.0},
+        id="qk_norm",
     ),
 ]

@@ -105,6 +105,22 @@ def one_hidden_dropout(family: str, hf_name: str) -> Refusal:
     )
 
 
+def no_qk_norm(family: str) -> Refusal:
+    return Refusal(
+        "qk_norm",
+        lambda cfg: cfg.qk_norm,
+        lambda cfg: f"model.qk_norm=true ({family} does not normalise queries and keys)",
+    )
+
+
+def no_logit_softcap(family: str) -> Refusal:
+    return Refusal(
+        "logit_softcap",
+        lambda cfg: cfg.logit_softcap is not None,
+        lambda cfg: f"model.logit_softcap={cfg.logit_softcap} ({family} does not cap its logits)",
+    )
+
+
 # ------------------------------------------------------------------------- weights, renamed
 
 
@@ -150,7 +166,10 @@ _COMMON_NOTES = {
     "mup_zero_init": "nothing: the initialisation only",
     "mup_output_multiplier": "folded into the readout's LayerNorm",
     "mup_attention_multiplier": "folded into the query rows",
+    "zero_init_residual": "nothing: the initialisation only",
 }
+# transformers' ACT2FN names of the MLP activations: exact (erf) GELU as nn.GELU(), and ReLU².
+_HF_ACTIVATIONS = {"gelu": "gelu", "relu2": "relu2"}
 
 
 # ------------------------------------------------------------------------------------ GPT-2
@@ -158,7 +177,7 @@ _COMMON_NOTES = {
 
 def _gpt2_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
     return {
-        "activation_function": "gelu",  # exact (erf) GELU, as nn.GELU()
+        "activation_function": _HF_ACTIVATIONS[cfg.activation],
         # GPT-2's convention: one <|endoftext|> token starts and ends documents.
         "bos_token_id": specials.eos_id,
         "eos_token_id": specials.eos_id,
@@ -208,8 +227,14 @@ GPT2 = HFFamily(
         "dropout": "attn_pdrop, resid_pdrop, embd_pdrop (where not overridden)",
         "position": "wpe (learned, or holding the sinusoid's values)",
         "type_vocab_size": "nothing: a decoder has no token types",
+        "activation": "activation_function",
     },
-    refusals=(layer_norm_layout("GPT-2", "pre"), one_kv_head_per_query_head("GPT-2")),
+    refusals=(
+        layer_norm_layout("GPT-2", "pre"),
+        one_kv_head_per_query_head("GPT-2"),
+        no_qk_norm("GPT-2"),
+        no_logit_softcap("GPT-2"),
+    ),
     settings=_gpt2_settings,
     weights=_gpt2_weights,
 )
@@ -220,7 +245,7 @@ GPT2 = HFFamily(
 
 def _gpt_neox_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
     return {
-        "hidden_act": "gelu",  # exact (erf) GELU, as nn.GELU()
+        "hidden_act": _HF_ACTIVATIONS[cfg.activation],
         "use_parallel_residual": False,  # x + attn(ln(x)), then + mlp(ln(.)), as tinylm
         "attention_bias": True,  # qkv_bias=false exports zero biases
         "rope_parameters": {
@@ -276,11 +301,14 @@ GPT_NEOX = HFFamily(
         "dropout": "attention_dropout, hidden_dropout (where not overridden)",
         "position": "rope_parameters (base 10000, every head dimension)",
         "type_vocab_size": "nothing: a decoder has no token types",
+        "activation": "hidden_act",
     },
     refusals=(
         layer_norm_layout("GPT-NeoX", "pre"),
         one_kv_head_per_query_head("GPT-NeoX"),
         one_hidden_dropout("GPT-NeoX", "hidden_dropout"),
+        no_qk_norm("GPT-NeoX"),
+        no_logit_softcap("GPT-NeoX"),
     ),
     settings=_gpt_neox_settings,
     weights=_gpt_neox_weights,
@@ -291,8 +319,11 @@ GPT_NEOX = HFFamily(
 
 
 def _bert_settings(cfg: ModelConfig, specials: SpecialTokens) -> dict[str, Any]:
-    # exact (erf) GELU, as nn.GELU(); BERT always adds a token-type row
-    return {"hidden_act": "gelu", "type_vocab_size": max(1, cfg.type_vocab_size)}
+    # BERT always adds a token-type row
+    return {
+        "hidden_act": _HF_ACTIVATIONS[cfg.activation],
+        "type_vocab_size": max(1, cfg.type_vocab_size),
+    }
 
 
 def _bert_weights(model: Encoder) -> dict[str, Tensor]:
@@ -343,11 +374,14 @@ BERT = HFFamily(
         "arch": "BertForMaskedLM (bidirectional, MLM head)",
         "dropout": "attention_probs_dropout_prob, hidden_dropout_prob (where not overridden)",
         "type_vocab_size": "type_vocab_size (one all-zero row for 0)",
+        "activation": "hidden_act",
     },
     refusals=(
         layer_norm_layout("BERT", "post"),
         one_kv_head_per_query_head("BERT"),
         one_hidden_dropout("BERT", "hidden_dropout_prob"),
+        no_qk_norm("BERT"),
+        no_logit_softcap("BERT"),
         Refusal(
             "position",
             lambda cfg: cfg.position == "rope",

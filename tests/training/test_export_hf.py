@@ -57,6 +57,10 @@ NETWORKS = [
     ("decoder", "char", {"position": "rope", "parametrization": "mup", "mup_base_width": 12}),
     ("encoder", "wordpiece", {"parametrization": "mup", "mup_base_width": 12}),
     ("decoder", "char", {"parametrization": "mup", **MUP_MULTIPLIERS}),
+    # ReLU² in the MLP, transformers' "relu2"
+    ("decoder", "bpe", {"activation": "relu2"}),
+    ("decoder", "char", {"position": "rope", "activation": "relu2"}),
+    ("encoder", "wordpiece", {"activation": "relu2"}),
 ]
 
 
