@@ -74,6 +74,10 @@ class RunRecord(TypedDict, total=False):
     threads: int
     seconds: dict[str, float]  # where the time went: data, training, validation, sample
     best_ckpt: str
+    # under trainer.stop_at_loss: the training seconds and steps at the first validation below
+    # it, None when no validation got there
+    seconds_to_target: float | None
+    steps_to_target: int | None
     val_curve: list[list[float]]  # [step, loss, tokens, seconds]; [step, loss] before those
     overrides: dict[str, str]
     config: dict[str, Any]

@@ -44,7 +44,8 @@ class BudgetConfig:
 
 @dataclass
 class TrainerConfig:
-    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile`` and ``budget``;
+    """The Lightning ``Trainer`` arguments we set (same names), plus ``compile``, ``budget``
+    and ``stop_at_loss`` (stop at the first validation loss below it: the time to a target);
     no defaults: ``conf/trainer/*.yaml`` is the one place they are written."""
 
     # The blocks below a key, each its own dataclass (conf.command_line checks their keys).
@@ -67,6 +68,7 @@ class TrainerConfig:
     deterministic: bool
     compile: bool
     budget: Any
+    stop_at_loss: float | None
 
     def __post_init__(self) -> None:
         self.precision = str(self.precision)  # Hydra reads trainer.precision=32 as an int
@@ -102,9 +104,10 @@ class TrainerConfig:
             raise ValueError(f"trainer.log_every_n_steps={self.log_every_n_steps} must be >= 1")
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        """The fields that are ``lightning.Trainer`` arguments (all but ``compile`` and
-        ``budget``)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("compile", "budget")}
+        """The fields that are ``lightning.Trainer`` arguments (all but ``compile``, ``budget``
+        and ``stop_at_loss``)."""
+        ours = ("compile", "budget", "stop_at_loss")
+        return {k: v for k, v in asdict(self).items() if k not in ours}
 
 
 @dataclass
@@ -127,13 +130,19 @@ class LoggerConfig:
 
 
 OPTIMIZERS = ("adamw", "muon")
+SCHEDULES = ("cosine", "wsd")
+MUON_MOMENTUM_START = 0.85  # modded-nanogpt's momentum warm-up starts here
 
 
 @dataclass
 class OptimConfig:
     """The optimiser (``kind``: adamw, or muon for the blocks' matrices with AdamW for the
-    rest) and its schedule, linear warmup then cosine decay. The muon_* fields are set for muon
-    only; checkpoints saved before the group existed lack them and kind: AdamW runs."""
+    rest) and its schedule, linear warmup then cosine decay, or with ``schedule: wsd``
+    warmup-stable-decay: constant, then a linear decay over the last ``cooldown_fraction`` of
+    the steps (read under wsd only, so that one sweep may set it for both). The muon_* fields
+    are set for muon only; checkpoints saved before the group existed lack them and kind:
+    AdamW runs. ``muon_momentum_warmup`` raises Muon's momentum linearly from 0.85 to
+    ``muon_momentum`` over that many steps (modded-nanogpt's warm-up; null or 0: none)."""
 
     lr: float
     weight_decay: float
@@ -145,11 +154,22 @@ class OptimConfig:
     muon_lr: float | None = None
     muon_momentum: float | None = None
     muon_weight_decay: float | None = None
+    schedule: str = "cosine"
+    cooldown_fraction: float = 0.2
+    muon_momentum_warmup: int | None = None
 
     def __post_init__(self) -> None:
         check_field_types(self, "optim.")
         if self.kind not in OPTIMIZERS:
             raise ValueError(f"optim.kind={self.kind} is unknown; choose optim=adamw or optim=muon")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"optim.schedule={self.schedule} is unknown; choose one of: {', '.join(SCHEDULES)}"
+            )
+        if not 0 < self.cooldown_fraction <= 1:
+            raise ValueError(
+                f"optim.cooldown_fraction={self.cooldown_fraction} must be in (0, 1], e.g. 0.2"
+            )
         if not self.lr > 0:
             raise ValueError(f"optim.lr={self.lr} must be > 0, e.g. optim.lr=1e-3")
         if self.weight_decay < 0:
@@ -164,7 +184,8 @@ class OptimConfig:
             raise ValueError(f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
         muon_keys = ("muon_lr", "muon_momentum", "muon_weight_decay")
         if self.kind == "adamw":
-            given = [f"optim.{k}" for k in muon_keys if getattr(self, k) is not None]
+            optional = ("muon_momentum_warmup",)
+            given = [f"optim.{k}" for k in (*muon_keys, *optional) if getattr(self, k) is not None]
             if given:
                 raise ValueError(
                     f"{', '.join(given)} set with optim=adamw; they are Muon's: add optim=muon "
@@ -182,6 +203,22 @@ class OptimConfig:
             raise ValueError(f"optim.muon_momentum={self.muon_momentum} must be in [0, 1)")
         if self.muon_weight_decay < 0:
             raise ValueError(f"optim.muon_weight_decay={self.muon_weight_decay} must be >= 0")
+        if (self.muon_momentum_warmup or 0) < 0:
+            raise ValueError(
+                f"optim.muon_momentum_warmup={self.muon_momentum_warmup} must be >= 0 (steps)"
+            )
+        if self.muon_momentum_warmup and self.muon_momentum < MUON_MOMENTUM_START:
+            raise ValueError(
+                f"optim.muon_momentum={self.muon_momentum} is below the warm-up's start, "
+                f"{MUON_MOMENTUM_START}; raise it or set optim.muon_momentum_warmup=0"
+            )
+
+    def muon_momentum_at(self, step: int) -> float | None:
+        """Muon's momentum at ``step`` under ``muon_momentum_warmup``; None without one."""
+        if not self.muon_momentum_warmup:
+            return None
+        progress = min(1.0, step / self.muon_momentum_warmup)
+        return MUON_MOMENTUM_START + progress * (self.muon_momentum - MUON_MOMENTUM_START)
 
 
 @dataclass

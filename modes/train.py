@@ -142,6 +142,7 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
             "validation": task.validation_seconds,
         },
         best_ckpt=checkpointing.best_model_path,
+        **_to_target(task.val_curve, settings.trainer.stop_at_loss),
         val_curve=task.val_curve,
         overrides=settings.overrides,
         config={f"model.{k}": v for k, v in model_config.to_dict().items()},
@@ -162,6 +163,17 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
         refresh(out_dir)
     finish_logger(trainer)
     return metrics
+
+
+def _to_target(val_curve: list[list[float]], target: float | None) -> dict[str, Any]:
+    """The record's seconds_to_target and steps_to_target under trainer.stop_at_loss: at the
+    first validation below it (as EarlyStopping stops), None for a run that never got there."""
+    if target is None:
+        return {}
+    reached = next((point for point in val_curve if point[1] < target), None)
+    if reached is None:
+        return {"seconds_to_target": None, "steps_to_target": None}
+    return {"seconds_to_target": reached[3], "steps_to_target": int(reached[0])}
 
 
 def sweep_job_state(

@@ -69,6 +69,36 @@ def warmup_cosine_over_time(
     return _cosine(min(1.0, time_fraction), min_ratio)
 
 
+def warmup_stable_decay(
+    step: int, *, warmup_steps: int, total_steps: int, min_ratio: float, cooldown_fraction: float
+) -> float:
+    """LR multiplier of ``optim.schedule=wsd``: linear warmup to 1, 1 until the last
+    ``cooldown_fraction`` of total_steps, then linear decay to ``min_ratio`` at total_steps."""
+    if step < warmup_steps:
+        return _warmup(step, warmup_steps)
+    return _cooldown(step / max(1, total_steps), min_ratio, cooldown_fraction)
+
+
+def warmup_stable_decay_over_time(
+    step: int,
+    *,
+    warmup_steps: int,
+    time_fraction: float,
+    min_ratio: float,
+    cooldown_fraction: float,
+) -> float:
+    """``warmup_stable_decay`` under ``trainer.budget.seconds``: the cooldown over the last
+    ``cooldown_fraction`` of the time budget."""
+    if step < warmup_steps:
+        return _warmup(step, warmup_steps)
+    return _cooldown(time_fraction, min_ratio, cooldown_fraction)
+
+
+def _cooldown(progress: float, min_ratio: float, fraction: float) -> float:
+    left = max(0.0, 1 - progress)
+    return 1.0 if left >= fraction else min_ratio + (1 - min_ratio) * left / fraction
+
+
 def _warmup(step: int, warmup_steps: int) -> float:
     return (step + 1) / (warmup_steps + 1)
 
@@ -181,6 +211,10 @@ class LanguageModelTask(L.LightningModule):
         if self._pending_rng_states is not None:
             set_rng_states(self._pending_rng_states)
             self._pending_rng_states = None
+        if self.optim.muon_momentum_warmup:  # under optim=muon: the optimiser is MuonWithAdamW
+            momentum = self.optim.muon_momentum_at(self.trainer.global_step)
+            for group in self.trainer.optimizers[0].muon.param_groups:
+                group["momentum"] = momentum
         self._batch_started = perf_counter()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -301,28 +335,27 @@ class LanguageModelTask(L.LightningModule):
             width_multiplier=self.model.config.width_multiplier,
         )
         budget = self.hparams.get("seconds_budget")
+        shape = {"warmup_steps": self.optim.warmup_steps, "min_ratio": self.optim.min_lr_ratio}
+        if self.optim.schedule == "wsd":
+            shape["cooldown_fraction"] = self.optim.cooldown_fraction
         if budget is not None:
-            multiplier = functools.partial(self._multiplier_over_time, budget)
+            multiplier = functools.partial(self._multiplier_over_time, budget, shape)
         else:
             total = self.hparams["total_steps"] or int(self.trainer.estimated_stepping_batches)
-            multiplier = functools.partial(
-                warmup_cosine,
-                warmup_steps=self.optim.warmup_steps,
-                total_steps=total,
-                min_ratio=self.optim.min_lr_ratio,
-            )
+            by_steps = warmup_stable_decay if self.optim.schedule == "wsd" else warmup_cosine
+            multiplier = functools.partial(by_steps, total_steps=total, **shape)
         # One multiplier for every group: with optim=muon, Muon's and AdamW's rates alike.
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
         schedule = {"scheduler": scheduler, "interval": "step"}
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 
-    def _multiplier_over_time(self, budget: float, step: int) -> float:
-        return warmup_cosine_over_time(
-            step,
-            warmup_steps=self.optim.warmup_steps,
-            time_fraction=self.consumed["seconds"] / budget,
-            min_ratio=self.optim.min_lr_ratio,
+    def _multiplier_over_time(self, budget: float, shape: dict[str, Any], step: int) -> float:
+        by_time = (
+            warmup_stable_decay_over_time
+            if self.optim.schedule == "wsd"
+            else warmup_cosine_over_time
         )
+        return by_time(step, time_fraction=self.consumed["seconds"] / budget, **shape)
 
 
 class CausalLMTask(LanguageModelTask):

@@ -5,13 +5,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import (
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    TQDMProgressBar,
+)
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
 from common.library_private import drop_wandb_init_argument
@@ -55,6 +61,17 @@ def training_trainer(
         *callbacks,
         *training_callbacks(settings),  # the features'
     ]
+    target = settings.trainer.stop_at_loss
+    if target is not None:  # stops below the target only: the patience never runs out
+        all_callbacks.append(
+            EarlyStopping(
+                "val/loss",
+                mode="min",
+                stopping_threshold=target,
+                patience=sys.maxsize,
+                check_on_train_epoch_end=False,
+            )
+        )
     if settings.trainer.enable_progress_bar:
         # Redrawing the bar every step costs more than a small CPU step's logging.
         all_callbacks.append(TQDMProgressBar(refresh_rate=settings.trainer.log_every_n_steps))

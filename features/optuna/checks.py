@@ -19,7 +19,11 @@ CONSUMED = ("steps", "tokens", "flops", "seconds")
 # What an objective may name (study.objective_values reads it): a field of the run record that
 # holds one number, what the training consumed, or a fine-tune's score (SCORE_PREFIXES).
 OBJECTIVES = (
-    *(k for k, hint in get_type_hints(RunRecord).items() if hint in (int, float, float | None)),
+    *(
+        k
+        for k, hint in get_type_hints(RunRecord).items()
+        if hint in (int, float, float | None, int | None)
+    ),
     *CONSUMED,
 )
 # The sweeper's counts, each a whole number from 1 (n_trials=0 would run no trial, n_jobs=0

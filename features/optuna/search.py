@@ -230,9 +230,10 @@ def _check_objectives(objectives: list[str], directions: list[str], pruner: str)
                 f"hydra.sweeper.directions: {direction} is not a direction; each is minimize "
                 "or maximize"
             )
-        if objective in studies.LOSSES and direction != "minimize":
+        if objective in (*studies.LOSSES, *studies.TO_TARGET) and direction != "minimize":
+            kind = "a loss" if objective in studies.LOSSES else "a time to a target"
             raise ValueError(
-                f"hydra.sweeper.direction(s): {objective} is a loss to minimise, not to "
+                f"hydra.sweeper.direction(s): {objective} is {kind} to minimise, not to "
                 f"{direction}; give minimize for it"
             )
     if len(objectives) > 1 and pruner != "none":

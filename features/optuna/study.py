@@ -228,11 +228,15 @@ def fail_killed_trials(
 def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> list[float]:
     """The values of ``objectives`` in a job's record: its keys (``best_val_loss``,
     ``params``, ``flops_per_token``, ...) or what it consumed (``steps``, ``tokens``,
-    ``flops``, ``seconds``). An objective the job did not record is a ValueError."""
+    ``flops``, ``seconds``). An objective the job did not record is a ValueError; a time to
+    the target that the job recorded as not reached (None, under ``trainer.stop_at_loss``) is
+    infinite, the worst a minimised value can be."""
     values = []
     for name in objectives:
         value = metrics.get("consumed", {}).get(name) if name in CONSUMED else metrics.get(name)
-        if not _is_number(value):
+        if name in TO_TARGET and name in metrics and value is None:
+            value = math.inf
+        elif not _is_number(value):
             recorded = sorted(
                 [k for k, v in metrics.items() if _is_number(v)]
                 + [k for k in CONSUMED if _is_number(metrics.get("consumed", {}).get(k))]
@@ -245,6 +249,10 @@ def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> l
             )
         values.append(float(value))
     return values
+
+
+# Record fields that hold None when the run did not reach trainer.stop_at_loss.
+TO_TARGET = ("seconds_to_target", "steps_to_target")
 
 
 def _is_number(value: Any) -> bool:

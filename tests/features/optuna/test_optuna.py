@@ -402,6 +402,18 @@ def test_an_objective_the_jobs_do_not_record_is_named_with_what_they_record() ->
     assert "best_val_loss, params, seconds, steps" in message
 
 
+def test_a_target_the_job_did_not_reach_is_the_worst_time_and_an_unset_one_is_refused() -> None:
+    reached = {"seconds_to_target": 12.5, "steps_to_target": 150}
+    assert studies.objective_values(reached, ["seconds_to_target", "steps_to_target"]) == [
+        12.5,
+        150.0,
+    ]
+    missed = {"best_val_loss": 2.5, "seconds_to_target": None, "steps_to_target": None}
+    assert studies.objective_values(missed, ["seconds_to_target"]) == [float("inf")]
+    with pytest.raises(ValueError, match="seconds_to_target is not recorded"):
+        studies.objective_values({"best_val_loss": 2.5}, ["seconds_to_target"])  # no target
+
+
 def _study_of_another_search(tmp_path: Path) -> list[str]:
     """A study named "other" in tmp_path/other.db, made for a search of the dropout."""
     url = f"sqlite:///{tmp_path / 'other.db'}"
@@ -414,6 +426,10 @@ def _study_of_another_search(tmp_path: Path) -> list[str]:
     ("overrides", "message"),
     [
         (["hydra.sweeper.direction=maximize"], "best_val_loss is a loss to minimise"),
+        (
+            ["hydra.sweeper.objectives=[seconds_to_target]", "hydra.sweeper.direction=maximize"],
+            "seconds_to_target is a time to a target to minimise",
+        ),
         (
             ["hydra.sweeper.storage=sqlite:////no/such/directory/study.db"],
             "hydra.sweeper.storage=sqlite:////no/such/directory/study.db cannot be opened",
