@@ -256,6 +256,7 @@ class MultiHeadAttention(nn.Module):
         kv_cache: KVCache | None = None,
         rotary: tuple[Tensor, Tensor] | None = None,
         head_gate: Tensor | None = None,
+        extra_values: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` [B, T_q, d_in] to itself or to ``context`` [B, T_k, d_context]
         (values from ``value`` if given).
@@ -268,15 +269,19 @@ class MultiHeadAttention(nn.Module):
             position, [B|1, T_q, D/2] each, applied to queries and keys before the cache.
         head_gate: [H], a multiplier on each query head's output before ``out_proj``; with
             requires_grad, dL/dgate is the head importance of Michel et al. 2019.
+        extra_values: [B, T_q, H_kv * D], added to the values of self-attention before the
+            cache (a value embedding of each token).
 
         A query with no key it may attend to gets zeros, in the output and the gradient.
         """
-        self._check_inputs(x, context, value, kv_cache, rotary)
+        self._check_inputs(x, context, value, kv_cache, rotary, extra_values)
         if head_gate is not None:
             check_head_gate("head_gate", head_gate, num_heads=self.num_heads)
         batch_size, q_len, _ = x.shape
         if context is None:
             q, k, v = self._self_attention_heads(x, rotary)
+            if extra_values is not None:
+                v = v + self._heads(extra_values, self.num_kv_heads)  # (B, H_kv, T, D)
         else:
             if causal and context.shape[1] != q_len:
                 raise ValueError(
@@ -394,6 +399,7 @@ class MultiHeadAttention(nn.Module):
         value: Tensor | None,
         kv_cache: KVCache | None,
         rotary: tuple[Tensor, Tensor] | None,
+        extra_values: Tensor | None,
     ) -> None:
         if x.dim() != 3 or x.shape[-1] != self.d_in:
             raise ValueError(
@@ -425,6 +431,16 @@ class MultiHeadAttention(nn.Module):
                     "rotary is for self-attention: queries and keys of a cross-attention have "
                     "no common positions; leave rotary=None"
                 )
+            if extra_values is not None:
+                raise ValueError("extra_values are for self-attention; pass value= instead")
+        elif extra_values is not None and tuple(extra_values.shape) != (
+            *x.shape[:2],
+            self.num_kv_heads * self.head_dim,
+        ):
+            raise ValueError(
+                f"extra_values has shape {tuple(extra_values.shape)}, expected [batch, length, "
+                f"num_kv_heads * head_dim = {self.num_kv_heads * self.head_dim}]"
+            )
         elif context is not None or value is not None:
             raise ValueError(
                 "context/value given to a self-attention module; build it with "

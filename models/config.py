@@ -143,10 +143,12 @@ class ModelConfig:
     mup_output_multiplier, mup_attention_multiplier: μP's two constants, tuned at the base
         width like a learning rate (mup's ``output_mult`` and ``attn_mult``); read under
         ``parametrization=mup`` only, so that one sweep may set them for both.
-    qk_norm, activation, zero_init_residual, logit_softcap: the options of modded-nanogpt's
-        speed runs (docs/benchmarks.md, "A faster recipe" measures what each pays here):
-        RMS-normalised queries and keys per head, ReLU² in the MLP, the residual branches'
-        output projections initialised to zero, logits soft-capped as cap * tanh(z / cap).
+    qk_norm ... value_embeddings: the options of modded-nanogpt's speed runs
+        (docs/benchmarks.md, "A faster recipe" measures what each pays here): RMS-normalised
+        queries and keys per head, ReLU² in the MLP, the residual branches' output projections
+        initialised to zero, logits soft-capped as cap * tanh(z / cap), U-net skips (the
+        output of layer i, weighted, added to the input of layer L - 1 - i, i < L // 2), and
+        value-embedding tables (table i adds to the values of layers i and L - n + i).
     """
 
     vocab_size: int | None
@@ -177,6 +179,8 @@ class ModelConfig:
     activation: str = "gelu"
     zero_init_residual: bool = False
     logit_softcap: float | None = None
+    unet_skips: bool = False
+    value_embeddings: int = 0
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -227,6 +231,11 @@ class ModelConfig:
         if self.logit_softcap is not None and not self.logit_softcap > 0:
             raise ValueError(
                 f"logit_softcap={self.logit_softcap} must be > 0 (e.g. 30.0), or null for no cap"
+            )
+        if not 0 <= self.value_embeddings <= self.num_layers // 2:
+            raise ValueError(
+                f"value_embeddings={self.value_embeddings} must be in [0, num_layers // 2 = "
+                f"{self.num_layers // 2}]: table i serves layer i and layer num_layers - n + i"
             )
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0, e.g. 1e-5")

@@ -216,6 +216,14 @@ class TransformerBase(nn.Module):
         self.final_norm = (
             nn.LayerNorm(cfg.hidden_size, cfg.layer_norm_eps) if cfg.norm == "pre" else None
         )
+        # U-net skips: one weight per pair of layers (i, L - 1 - i), starting at 1.
+        self.skip_weights = (
+            nn.Parameter(torch.ones(cfg.num_layers // 2)) if cfg.unet_skips else None
+        )
+        kv_width = (cfg.num_kv_heads or cfg.num_heads) * (cfg.hidden_size // cfg.num_heads)
+        self.value_embeddings = nn.ModuleList(
+            nn.Embedding(cfg.vocab_size, kv_width) for _ in range(cfg.value_embeddings)
+        )
 
     def hidden_matrices(self) -> list[nn.Parameter]:
         """The weights whose two dimensions both grow with the width: the ones μP initialises
@@ -299,7 +307,10 @@ class TransformerBase(nn.Module):
         x = self.embeddings(input_ids, positions, token_type_ids)  # (B, T, C)
         rotary = None if self.rotary is None else self.rotary(positions)  # 2 x (B|1, T, D/2)
         attentions = []
+        num_layers, skipped = len(self.blocks), []
         for i, block in enumerate(self.blocks):
+            if self.skip_weights is not None and i >= num_layers - len(self.skip_weights):
+                x = x + self.skip_weights[num_layers - 1 - i] * skipped.pop()  # layer L-1-i's
             cache = kv_caches[i] if kv_caches else None
             x, probs = block(
                 x,
@@ -309,11 +320,21 @@ class TransformerBase(nn.Module):
                 rotary=rotary,
                 mask=mask,
                 head_gate=None if head_mask is None else head_mask[i],
+                extra_values=self._value_embedding(i, input_ids),
             )
+            if self.skip_weights is not None and i < len(self.skip_weights):
+                skipped.append(x)  # (B, T, C)
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, tuple(attentions) if output_attentions else None  # (B, T, C)
+
+    def _value_embedding(self, layer: int, input_ids: Tensor) -> Tensor | None:
+        """The values layer ``layer`` adds, [B, T, H_kv * D]: table i serves layers i and
+        L - n + i of n tables (modded-nanogpt's layout), the others none."""
+        n, num_layers = len(self.value_embeddings), len(self.blocks)
+        table = layer if layer < n else layer - (num_layers - n)
+        return self.value_embeddings[table](input_ids) if 0 <= table < n else None
 
     def _check_inputs(
         self, input_ids: Tensor, attention_mask: Tensor | None, past_length: int
@@ -353,7 +374,7 @@ class TransformerBase(nn.Module):
         excluded: set[int] = set()
         if exclude_embeddings:
             emb = self.embeddings
-            lookups = [emb.position, emb.token_type]
+            lookups = [emb.position, emb.token_type, self.value_embeddings]
             if not self.config.tie_embeddings:
                 lookups.append(emb.token)
             excluded = {id(p) for m in lookups if m is not None for p in m.parameters()}

@@ -48,4 +48,9 @@ VARIANTS = [
         {"position": "rope", "qk_norm": True, "activation": "relu2", "logit_softcap": 5.0},
         id="qk_norm",
     ),
+    # U-net skips and value embeddings: the cache holds the values the embeddings added to
+    pytest.param(
+        {"position": "rope", "num_layers": 4, "unet_skips": True, "value_embeddings": 2},
+        id="unet_value_embeddings",
+    ),
 ]

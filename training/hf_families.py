@@ -10,6 +10,7 @@ the tests until every family has decided it. transformers is imported by ``hf_ex
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -105,19 +106,24 @@ def one_hidden_dropout(family: str, hf_name: str) -> Refusal:
     )
 
 
-def no_qk_norm(family: str) -> Refusal:
-    return Refusal(
-        "qk_norm",
-        lambda cfg: cfg.qk_norm,
-        lambda cfg: f"model.qk_norm=true ({family} does not normalise queries and keys)",
-    )
-
-
-def no_logit_softcap(family: str) -> Refusal:
-    return Refusal(
-        "logit_softcap",
-        lambda cfg: cfg.logit_softcap is not None,
-        lambda cfg: f"model.logit_softcap={cfg.logit_softcap} ({family} does not cap its logits)",
+def speed_run_options(family: str) -> tuple[Refusal, ...]:
+    """The speed-run options none of the families has: each refused away from its default."""
+    missing = {
+        "qk_norm": "normalises no queries and keys",
+        "logit_softcap": "caps no logits",
+        "unet_skips": "has no skips between layers",
+        "value_embeddings": "has no value embeddings",
+    }
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    return tuple(
+        Refusal(
+            name,
+            lambda cfg, name=name: getattr(cfg, name) != defaults[name],
+            lambda cfg, name=name, what=what: (
+                f"model.{name}={getattr(cfg, name)} ({family} {what})"
+            ),
+        )
+        for name, what in missing.items()
     )
 
 
@@ -232,8 +238,7 @@ GPT2 = HFFamily(
     refusals=(
         layer_norm_layout("GPT-2", "pre"),
         one_kv_head_per_query_head("GPT-2"),
-        no_qk_norm("GPT-2"),
-        no_logit_softcap("GPT-2"),
+        *speed_run_options("GPT-2"),
     ),
     settings=_gpt2_settings,
     weights=_gpt2_weights,
@@ -307,8 +312,7 @@ GPT_NEOX = HFFamily(
         layer_norm_layout("GPT-NeoX", "pre"),
         one_kv_head_per_query_head("GPT-NeoX"),
         one_hidden_dropout("GPT-NeoX", "hidden_dropout"),
-        no_qk_norm("GPT-NeoX"),
-        no_logit_softcap("GPT-NeoX"),
+        *speed_run_options("GPT-NeoX"),
     ),
     settings=_gpt_neox_settings,
     weights=_gpt_neox_weights,
@@ -380,8 +384,7 @@ BERT = HFFamily(
         layer_norm_layout("BERT", "post"),
         one_kv_head_per_query_head("BERT"),
         one_hidden_dropout("BERT", "hidden_dropout_prob"),
-        no_qk_norm("BERT"),
-        no_logit_softcap("BERT"),
+        *speed_run_options("BERT"),
         Refusal(
             "position",
             lambda cfg: cfg.position == "rope",

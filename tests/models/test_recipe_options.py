@@ -138,3 +138,96 @@ def test_options_off_are_the_network_as_before() -> None:
     )
     tokens = ids()
     torch.testing.assert_close(explicit(tokens), before(tokens), rtol=0, atol=0)
+
+
+def layer_inputs(model: torch.nn.Module, tokens: torch.Tensor) -> list[dict]:
+    """What each block's attention was called with: its input and ``extra_values``."""
+    calls: list[dict] = []
+
+    def record(module, args, kwargs) -> None:
+        calls.append({"x": args[0], "extra_values": kwargs.get("extra_values")})
+
+    hooks = [b.attn.register_forward_pre_hook(record, with_kwargs=True) for b in model.blocks]
+    try:
+        model(tokens)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return calls
+
+
+def test_unet_skips_add_layer_i_output_to_the_input_of_layer_l_minus_1_minus_i() -> None:
+    torch.manual_seed(0)
+    model = tiny_model(num_layers=4, norm="pre", unet_skips=True)
+    with torch.no_grad():
+        model.skip_weights.copy_(torch.tensor([0.5, 2.0]))
+    outputs: list[torch.Tensor] = []
+    hooks = [
+        b.register_forward_hook(lambda m, a, out: outputs.append(out[0])) for b in model.blocks
+    ]
+    tokens = ids()
+    calls = layer_inputs(model, tokens)
+    for hook in hooks:
+        hook.remove()
+    norm = [block.attn_norm for block in model.blocks]
+    # Block i's attention sees attn_norm(its input): layer 2's input is layer 1's output plus
+    # 2.0 x layer 1's output, layer 3's is layer 2's output plus 0.5 x layer 0's.
+    torch.testing.assert_close(calls[1]["x"], norm[1](outputs[0]))
+    torch.testing.assert_close(calls[2]["x"], norm[2](outputs[1] + 2.0 * outputs[1]))
+    torch.testing.assert_close(calls[3]["x"], norm[3](outputs[2] + 0.5 * outputs[0]))
+
+
+def test_unet_skips_with_zero_weights_are_the_plain_network() -> None:
+    torch.manual_seed(0)
+    skipping = tiny_model(num_layers=4, unet_skips=True)
+    plain = tiny_model(num_layers=4)
+    plain.load_state_dict({k: v for k, v in skipping.state_dict().items() if k != "skip_weights"})
+    tokens = ids()
+    assert (skipping(tokens) - plain(tokens)).abs().max() > 1e-3  # weights of 1: they matter
+    with torch.no_grad():
+        skipping.skip_weights.zero_()
+    torch.testing.assert_close(skipping(tokens), plain(tokens))
+
+
+@pytest.mark.parametrize(("n", "served"), [(1, [0, None, None, 0]), (2, [0, 1, 0, 1])])
+def test_value_embedding_table_i_adds_to_the_values_of_layers_i_and_l_minus_n_plus_i(
+    n: int, served: list[int | None]
+) -> None:
+    torch.manual_seed(0)
+    model = tiny_model(num_layers=4, num_kv_heads=2, value_embeddings=n)
+    tokens = ids()
+    calls = layer_inputs(model, tokens)
+    for layer, table in enumerate(served):
+        given = calls[layer]["extra_values"]
+        if table is None:
+            assert given is None
+        else:
+            torch.testing.assert_close(given, model.value_embeddings[table](tokens))
+            assert given.shape == (2, 12, 16)  # 2 key/value heads of width 8
+
+
+def test_value_embeddings_of_zeros_are_the_plain_network_and_count_as_lookups() -> None:
+    torch.manual_seed(0)
+    valued = tiny_model(num_layers=4, value_embeddings=2)
+    plain = tiny_model(num_layers=4)
+    state = valued.state_dict()
+    plain.load_state_dict({k: v for k, v in state.items() if not k.startswith("value_emb")})
+    tokens = ids()
+    assert (valued(tokens) - plain(tokens)).abs().max() > 1e-3
+    with torch.no_grad():
+        for table in valued.value_embeddings:
+            table.weight.zero_()
+    torch.testing.assert_close(valued(tokens), plain(tokens))
+    # Looked up, not multiplied: out of the 6N of the FLOPs, as the position table is.
+    tables = 2 * VOCAB * 32
+    assert valued.num_parameters() == plain.num_parameters() + tables
+    assert valued.num_parameters(exclude_embeddings=True) == plain.num_parameters(
+        exclude_embeddings=True
+    )
+
+
+def test_value_embeddings_are_at_most_half_the_layers() -> None:
+    with pytest.raises(
+        ValueError, match=r"value_embeddings=2 must be in \[0, num_layers // 2 = 1\]"
+    ):
+        tiny_config(value_embeddings=2)  # two layers

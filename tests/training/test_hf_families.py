@@ -88,8 +88,16 @@ REFUSED = {
     ("BERT", "num_kv_heads"): {"num_kv_heads": 2},
     ("BERT", "embd_dropout"): {"resid_dropout": 0.2},  # the two rates differ either way
     ("BERT", "position"): {"position": "rope"},
-    **{(name, "qk_norm"): {"qk_norm": True} for name in ("GPT-2", "GPT-NeoX", "BERT")},
-    **{(name, "logit_softcap"): {"logit_softcap": 30.0} for name in ("GPT-2", "GPT-NeoX", "BERT")},
+    **{
+        (name, field): {field: value}
+        for name in ("GPT-2", "GPT-NeoX", "BERT")
+        for field, value in (
+            ("qk_norm", True),
+            ("logit_softcap", 30.0),
+            ("unet_skips", True),
+            ("value_embeddings", 1),
+        )
+    },
 }
 FAMILIES = {family.name: family for family in HF_FAMILIES}
 
