@@ -5,6 +5,7 @@ Usage::
     python -m bench.shakespeare_char                       # ../shared/data/tinyshakespeare.txt
     python -m bench.shakespeare_char --data PATH --repeats 3 -- logger=csv
     python -m bench.shakespeare_char --bare-steps 0        # skip the bare-loop comparison
+    python -m bench.shakespeare_char --builtin             # the built-in corpus, characters
     python -m bench.shakespeare_char --repeats 3 --bare-steps 0 \
         --versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"
 
@@ -41,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from analysis.significance import welch_p_value
 from bench.launch import ROOT, module_command, run_child
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
@@ -79,14 +81,16 @@ def child(overrides: list[str]) -> None:
     print("BENCH " + json.dumps(seen))
 
 
-def run_once(data: Path, overrides: list[str]) -> dict[str, float]:
-    """One train.py process; the preset unless ``overrides`` name another experiment."""
+def run_once(data: Path | None, overrides: list[str]) -> dict[str, float]:
+    """One train.py process on the file ``data`` (None: the built-in corpus); the preset
+    unless ``overrides`` name another experiment."""
     if not any(o.startswith("experiment=") for o in overrides):
         overrides = ["experiment=shakespeare_char", *overrides]
+    corpus = "data.source=builtin" if data is None else f"data.path={data}"
     with tempfile.TemporaryDirectory(prefix="tinylm-shakespeare-") as run_dir:
         command = module_command(
             "bench.shakespeare_char",
-            ["--child", "--", f"data.path={data}", *overrides, f"hydra.run.dir={run_dir}"],
+            ["--child", "--", corpus, *overrides, f"hydra.run.dir={run_dir}"],
         )
         started = time.perf_counter()
         proc = run_child(command)
@@ -120,22 +124,31 @@ def print_comparison(base: list[dict], versus: dict[str, list[dict]]) -> None:
     for name, runs in versus.items():
         walls = [r["wall_s"] for r in runs]
         vals = [r["val_loss"] for r in runs]
-        ratio = statistics.median(
-            r["wall_s"] / b["wall_s"] for r, b in zip(runs, base, strict=True)
-        )
+        ratios = [r["wall_s"] / b["wall_s"] for r, b in zip(runs, base, strict=True)]
+        ratio = statistics.median(ratios)
         delta = statistics.median(vals) - base_val
         print(f"{name:<44}{spread(walls, 1):>22}{spread(vals, 4):>26}{ratio:>12.3f}{delta:>+9.4f}")
         reaches = statistics.median(vals) <= base_val
         # Reaching the loss by its last step bounds the time to that loss by its wall time.
         print(
             f"  {'reaches' if reaches else 'does NOT reach'} the preset's val loss "
-            f"{base_val:.4f}" + (f" within {ratio:.2f}x its wall time" if reaches else "")
+            f"{base_val:.4f}"
+            + (f" within {ratio:.2f}x its wall time" if reaches else "")
+            + f" ({sum(v <= base_val for v in vals)} of {len(vals)} seeds reach it)"
         )
+        p_value = welch_p_value(walls, base_wall)
+        welch = "n/a (one repeat)" if p_value is None else f"{p_value:.2g}"
+        print(f"  wall ratio per repeat {min(ratios):.3f}-{max(ratios):.3f}; Welch's p {welch}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--builtin",
+        action="store_true",
+        help="train on the built-in corpus (CPython's docs, characters) instead of --data",
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--bare-steps", type=int, default=300)
     parser.add_argument(
@@ -150,20 +163,19 @@ def main() -> None:
     if args.child:
         child(args.overrides)
         return
-    if not args.data.is_file():
+    if not args.builtin and not args.data.is_file():
         raise SystemExit(f"--data {args.data} is not a file; pass the tinyshakespeare.txt path")
+    data = None if args.builtin else args.data.resolve()
     runs = []
     versus: dict[str, list[dict]] = {v: [] for v in args.versus}
     for index in range(args.repeats):  # interleaved: drifting load hits every configuration alike
         # Seed 1234 (train.py's) first, then others: the loss spread is the seeds'.
         overrides = [f"seed={1234 + index}", *args.overrides]
-        runs.append(run_once(args.data.resolve(), overrides))
+        runs.append(run_once(data, overrides))
         for name, results in versus.items():
-            results.append(run_once(args.data.resolve(), [*overrides, *name.split()]))
-    print(
-        f"python train.py experiment=shakespeare_char data.path={args.data} "
-        f"{' '.join(args.overrides)}"
-    )
+            results.append(run_once(data, [*overrides, *name.split()]))
+    corpus = "data.source=builtin" if data is None else f"data.path={args.data}"
+    print(f"python train.py experiment=shakespeare_char {corpus} {' '.join(args.overrides)}")
     print(
         f"{'run':>4}{'wall s':>9}{'train s':>9}{'tokens/s':>10}{'train loss':>12}"
         f"{'val loss':>10}{'steps':>7}"
