@@ -16,6 +16,10 @@ from models.config import closest
 
 # Objective names that read a job's consumed compute (its record's "consumed").
 CONSUMED = ("steps", "tokens", "flops", "seconds")
+# The objectives that are validation losses: what a pruned trial reported on the way.
+LOSSES = ("best_val_loss", "val_loss")
+# Record fields that hold None when the run did not reach trainer.stop_at_loss.
+TO_TARGET = ("seconds_to_target", "steps_to_target")
 # What an objective may name (study.objective_values reads it): a field of the run record that
 # holds one number, what the training consumed, or a fine-tune's score (SCORE_PREFIXES).
 OBJECTIVES = (

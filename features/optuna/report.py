@@ -8,6 +8,7 @@ parameter's importance for each objective, and draws the search's history.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,7 @@ from analysis.plots import save_figure
 from analysis.records import format_value, markdown_table
 from analysis.report import Figure, Report, sweep_settings
 from analysis.run_record import Status
+from features.optuna.checks import LOSSES
 
 SEARCH_RECORD = "search.json"
 RESULTS = "optimization_results.yaml"
@@ -175,8 +177,10 @@ def best_so_far(values: Sequence[float | None], maximize: bool = False) -> list[
 
 def plot_search_history(record: dict[str, Any], out_path: Path) -> Path:
     """One panel per objective: each completed trial's value against its number, the best so
-    far as a step line, the pruned trials at their last reported validation loss and the
-    failed ones as crosses on the axis."""
+    far as a step line, the pruned trials at their last reported validation loss (on the
+    axis where the objective is not a loss), the completed trials that never reached
+    ``trainer.stop_at_loss`` (an infinite time) above the others and the failed ones as
+    crosses on the axis."""
     # Ours, not optuna.visualization.matplotlib.plot_optimization_history: that takes a Study
     # (this reads search.json, or a running search's runs, without Optuna) and draws only the
     # COMPLETE trials (measured on a study of 2 complete, 1 pruned and 1 failed trial: 2
@@ -187,19 +191,28 @@ def plot_search_history(record: dict[str, Any], out_path: Path) -> Path:
     numbers = [t["number"] for t in trials]
     for index, (ax, objective) in enumerate(zip(axes[0], objectives, strict=True)):
         values = [t["values"][index] if t["state"] == "COMPLETE" else None for t in trials]
-        done = [n for n, v in zip(numbers, values, strict=True) if v is not None]
-        shown = [v for v in values if v is not None]
-        if done:
-            ax.plot(done, shown, "o", label="completed trial", color="tab:blue")
+        finite = [(n, v) for n, v in zip(numbers, values, strict=True) if v is not None]
+        missed = [n for n, v in finite if not math.isfinite(v)]
+        finite = [(n, v) for n, v in finite if math.isfinite(v)]
+        shown = [v for _, v in finite]
+        floor, ceiling = min(shown, default=0.0), max(shown, default=1.0)
+        if finite:
+            ax.plot(*zip(*finite, strict=True), "o", label="completed trial", color="tab:blue")
+        if missed:
+            label = "completed, target not reached (inf)"
+            ax.plot(missed, [ceiling] * len(missed), "^", color="tab:purple", label=label)
         best = best_so_far(values, directions[index] == "maximize")
         ax.step(numbers, best, where="post", label="best so far", color="tab:orange")
-        pruned = [t for t in trials if t["state"] == "PRUNED" and t["last_reported"] is not None]
-        if pruned:  # a pruner prunes searches of one objective
-            at = ([t["number"] for t in pruned], [t["last_reported"] for t in pruned])
+        pruned = [t for t in trials if t["state"] == "PRUNED"]
+        if pruned and objective in LOSSES:  # the validation losses it reported: its axis
+            reported = [t for t in pruned if t["last_reported"] is not None]
+            at = ([t["number"] for t in reported], [t["last_reported"] for t in reported])
             ax.plot(*at, "x", color="tab:gray", label="pruned (last reported)")
+        elif pruned:
+            at = ([t["number"] for t in pruned], [floor] * len(pruned))
+            ax.plot(*at, "x", color="tab:gray", label="pruned (on the axis)")
         failed = [t["number"] for t in trials if t["state"] == "FAIL"]
         if failed:
-            floor = min(shown, default=0.0)
             ax.plot(failed, [floor] * len(failed), "x", color="red", label="failed")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial")

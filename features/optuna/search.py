@@ -25,6 +25,7 @@ from analysis.records import DamagedRecord
 from analysis.run_record import Status, read_record, run_record, write_record
 from conf.command_line import value_text
 from features.optuna import study as studies
+from features.optuna.checks import LOSSES, TO_TARGET
 from features.optuna.trial import study_location
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -230,8 +231,8 @@ def _check_objectives(objectives: list[str], directions: list[str], pruner: str)
                 f"hydra.sweeper.directions: {direction} is not a direction; each is minimize "
                 "or maximize"
             )
-        if objective in (*studies.LOSSES, *studies.TO_TARGET) and direction != "minimize":
-            kind = "a loss" if objective in studies.LOSSES else "a time to a target"
+        if objective in (*LOSSES, *TO_TARGET) and direction != "minimize":
+            kind = "a loss" if objective in LOSSES else "a time to a target"
             raise ValueError(
                 f"hydra.sweeper.direction(s): {objective} is {kind} to minimise, not to "
                 f"{direction}; give minimize for it"

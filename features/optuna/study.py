@@ -16,7 +16,7 @@ from typing import Any
 
 import optuna
 from analysis.run_record import record_path
-from features.optuna.checks import CONSUMED
+from features.optuna.checks import CONSUMED, TO_TARGET
 from models.config import closest
 from optuna.trial import FrozenTrial, TrialState
 
@@ -25,7 +25,6 @@ from optuna.trial import FrozenTrial, TrialState
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 # Objectives whose every value is a loss: minimised or nothing.
-LOSSES = ("best_val_loss", "val_loss")
 SAMPLERS = {
     "tpe": optuna.samplers.TPESampler,
     "random": optuna.samplers.RandomSampler,
@@ -249,10 +248,6 @@ def objective_values(metrics: Mapping[str, Any], objectives: Sequence[str]) -> l
             )
         values.append(float(value))
     return values
-
-
-# Record fields that hold None when the run did not reach trainer.stop_at_loss.
-TO_TARGET = ("seconds_to_target", "steps_to_target")
 
 
 def _is_number(value: Any) -> bool:

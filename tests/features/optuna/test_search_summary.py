@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+import features.optuna.report
 from analysis.run_record import write_record
 from analysis.sweep_summary import write_sweep_summary
-from features.optuna.report import best_so_far
+from features.optuna.report import best_so_far, plot_search_history
 from tests.analysis.summaries import explanation, summary_md, summary_section
 
 _SEARCH_SENTENCE = (
@@ -165,6 +166,43 @@ def test_a_search_page_draws_its_history_and_no_heatmap(tmp_path: Path) -> None:
 def test_best_so_far_follows_the_direction() -> None:
     assert best_so_far([None, 3.0, None, 2.0, 4.0]) == [None, 3.0, 3.0, 2.0, 2.0]
     assert best_so_far([1.0, 3.0, 2.0], maximize=True) == [1.0, 3.0, 3.0]
+
+
+def _drawn(record: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict:
+    """The history's marks: label -> (trial numbers, values)."""
+    figures = []
+    monkeypatch.setattr(
+        features.optuna.report, "save_figure", lambda fig, path, dpi: figures.append(fig)
+    )
+    plot_search_history(record, tmp_path / "history.png")
+    (ax,) = figures[0].axes
+    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}
+
+
+def _trial(number: int, state: str, value: float | None, reported: float | None) -> dict:
+    values = None if value is None else [value]
+    return {"number": number, "state": state, "values": values, "last_reported": reported}
+
+
+@pytest.mark.parametrize("objective", ["seconds_to_target", "best_val_loss"])
+def test_the_history_draws_unreached_targets_on_top_and_pruned_trials_on_their_axis(
+    objective: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    trials = [
+        _trial(0, "COMPLETE", 20.0, 1.9),
+        _trial(1, "COMPLETE", float("inf"), 1.95),  # never reached trainer.stop_at_loss
+        _trial(2, "PRUNED", None, 2.6),
+        _trial(3, "COMPLETE", 25.0, 1.8),
+    ]
+    record = {"objectives": [objective], "directions": ["minimize"], "trials": trials}
+    drawn = _drawn(record, monkeypatch, tmp_path)
+    assert drawn["completed trial"] == ([0, 3], [20.0, 25.0])
+    assert drawn["completed, target not reached (inf)"] == ([1], [25.0])  # at the top
+    if objective == "best_val_loss":  # a loss: the pruned trial at the loss it reported
+        assert drawn["pruned (last reported)"] == ([2], [2.6])
+    else:  # its validation loss is no number of seconds: on the axis
+        assert drawn["pruned (on the axis)"] == ([2], [20.0])
+    assert drawn["best so far"][1] == [20.0, 20.0, 20.0, 20.0]
 
 
 def test_trials_tied_for_the_best_value_name_the_first(tmp_path: Path) -> None:
