@@ -74,12 +74,36 @@ INSTALL = "creates a virtual environment and installs from the package index (CI
 SUITE = "runs the test suite itself, this file included"
 GPU = "needs CUDA GPUs"
 SLURM = "needs a SLURM cluster"
-# The sweeps that measured the tables of docs/benchmarks.md: parallel (joblib) sweeps of 4 to 24
+# The sweeps that measured the tables of docs/benchmarks.md: sweeps of 3 to 24
 # jobs, ~13 s each here even when tiny. Their overrides are parsed and their first job composed
 # (test_listed_train_commands_compose); the joblib launcher itself runs in docs/sweeps.md.
-MEASUREMENT = "a measurement sweep of 4-24 jobs, too long for this test; composed only"
+MEASUREMENT = "a measurement sweep of 3-24 jobs, too long for this test; composed only"
 JOBLIB = "logger=csv hydra/launcher=joblib hydra.launcher.n_jobs=2"
+RECIPE_ABLATION = (
+    "OMP_NUM_THREADS=1 python train.py -m experiment=shakespeare_char_fast "
+    "data.path=path/to/tinyshakespeare.txt seed=1,2,3 trainer.max_steps=300 "
+    "trainer.stop_at_loss=1.795 trainer.val_check_interval=25 logger=none"
+)
 MEASUREMENT_SWEEPS = [
+    # docs/benchmarks.md, "What each option pays": the recipe and one option changed, 3 seeds
+    f"{RECIPE_ABLATION} model.logit_softcap=null",
+    *(
+        f"{RECIPE_ABLATION} model.logit_softcap=30{change}"
+        for change in (
+            "",
+            " model.qk_norm=false",
+            " model.tie_embeddings=true",
+            " optim.muon_momentum_warmup=0",
+            " optim.warmup_steps=50",
+            " optim.schedule=wsd optim.cooldown_fraction=0.5",
+            " model.activation=relu2",
+            " model.zero_init_residual=true",
+            " model.unet_skips=true",
+            " model.value_embeddings=1",
+            " model.value_embeddings=2",
+            " optim.lr=5e-3",
+        )
+    ),
     f"python train.py -m optim=adamw model.position=learned optim.lr=1e-3,3e-3 seed=1,2 {JOBLIB}",
     f"python train.py -m optim.lr=3e-3 model.position=learned seed=1,2,3 {JOBLIB}",
     f"python train.py -m optim.lr=3e-3 seed=1,2,3 {JOBLIB}",
@@ -178,6 +202,13 @@ BESIDE = {
 }
 
 # Benchmarks with their quickest options; "{ws}" is the scratch directory.
+# docs/benchmarks.md's faster recipe: the previous fast preset, as its overrides, and the new
+# one at the 300 steps it was first measured at.
+PREVIOUS_FAST = (
+    "optim=muon model.position=rope trainer.max_steps=400 trainer.val_check_interval=200 "
+    "optim.lr=5e-3 optim.warmup_steps=50 optim.muon_lr=0.03"
+)
+FAST_300 = "experiment=shakespeare_char_fast trainer.max_steps=300 trainer.val_check_interval=100"
 SMALL_TRAIN = ["logger=none", *[f"{k}={v}" for k, v in TINY.items() if k != "max_new_tokens"]]
 QUICK = {
     "python -m bench.attention": ["--quick", "--no-memory", "--repeats", "1", "--warmup", "0"],
@@ -224,6 +255,9 @@ QUICK = {
             "python -m bench.shakespeare_char --repeats 3",
             "python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
             '--versus experiment=shakespeare_char_fast --versus "optim=muon model.position=rope"',
+            f"OMP_NUM_THREADS=1 python -m bench.shakespeare_char --repeats 3 --bare-steps 0 "
+            f'--versus "{PREVIOUS_FAST}" --versus "{FAST_300}" '
+            "--versus experiment=shakespeare_char_fast",
         ],
         [
             *("--repeats", "1", "--bare-steps", "0"),
@@ -232,6 +266,12 @@ QUICK = {
             *("--versus", "optim=muon model.position=rope", "--", *SMALL_TRAIN),
         ],
     ),
+    # The second corpus of the same comparison: the built-in corpus, one quick repeat.
+    "OMP_NUM_THREADS=1 python -m bench.shakespeare_char --builtin --repeats 3 --bare-steps 0 "
+    f'--versus "{PREVIOUS_FAST}" --versus experiment=shakespeare_char_fast': [
+        *("--builtin", "--repeats", "1", "--bare-steps", "0"),
+        *("--versus", "experiment=shakespeare_char_fast", "--", *SMALL_TRAIN),
+    ],
     "python -m bench.data --make-corpus big.txt": ["--make-corpus", "big.txt", "--mb", "1"],
     # On the scratch directory's corpus.txt (big.txt needs the Shakespeare file): one repeat
     # each, no train.py run.

@@ -8,6 +8,22 @@ POSTGRES_SEARCH = (
     "hydra.sweep.dir=/shared/searches/lr-dropout"
 )
 NOT_RUNNABLE = {
+    # docs/benchmarks.md, "A faster recipe found with our own search"
+    "OMP_NUM_THREADS=1 python train.py -m experiment=shakespeare_char optim=muon "
+    "model.position=rope data.path=path/to/tinyshakespeare.txt hydra/sweeper=optuna "
+    "hydra.sweeper.n_trials=120 hydra.sweeper.sampler.seed=0 hydra.sweeper.n_jobs=2 "
+    "hydra/launcher=joblib hydra.launcher.n_jobs=2 'hydra.sweeper.objectives=[seconds_to_target]' "
+    "hydra.sweeper.pruner=median trainer.stop_at_loss=1.795 trainer.val_check_interval=25 "
+    "logger=none 'trainer.max_steps=range(200,476,25)' 'optim.lr=tag(log,interval(2e-3,2e-2))' "
+    "'optim.muon_lr=tag(log,interval(0.01,0.08))' 'optim.warmup_steps=choice(0,25,50,100)' "
+    "'model.qk_norm=choice(true,false)' 'model.activation=choice(gelu,relu2)' "
+    "'model.zero_init_residual=choice(true,false)' 'model.logit_softcap=choice(15.0,30.0,100.0)' "
+    "'model.tie_embeddings=choice(true,false)' 'optim.schedule=choice(cosine,wsd)' "
+    "'optim.cooldown_fraction=interval(0.1,0.6)' 'optim.muon_momentum_warmup=choice(0,100,300)'": (
+        "the recipe search: 120 trials of up to 475 steps, 25 min here; composed only (the "
+        "search tests run and prune searches, tests/features/optuna/test_optuna.py the "
+        "time-to-target objective)"
+    ),
     **dict.fromkeys(
         [
             "python train.py -m hydra/sweeper=optuna hydra/launcher=slurm "
