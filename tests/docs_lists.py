@@ -197,6 +197,14 @@ NOT_RUNNABLE = {
         "a measurement run of the default GPT (330-500 steps, minutes on one thread); composed "
         "only: docs/training.md's trainer.stop_at_loss example runs",
     ),
+    **dict.fromkeys(
+        [
+            "OMP_NUM_THREADS=1 python train.py -m seed=1,2 trainer.val_check_interval=50 "
+            f"trainer.stop_at_loss=3.35{change}"
+            for change in ("", " optim.muon_momentum_warmup=300")
+        ],
+        MEASUREMENT,
+    ),
     "python -m bench.sweep --steps 100": (
         "too long: its quickest run (--steps 2 --jobs 1 2) is three sweeps in fresh processes, "
         "~30 s, a fifth of this file's time; the joblib launcher it times runs in "
