@@ -15,6 +15,7 @@ import torch
 
 from analysis.records import DamagedRecord, warn
 from analysis.run_record import FINISHED, HEADLINE, Status, read_record, run_record, write_record
+from analysis.time_to_target import first_reached
 from common.provenance import code_label, code_version, provenance, same_code
 from common.ranks import global_rank
 from conf.schema import Settings
@@ -167,13 +168,15 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
 
 def _to_target(val_curve: list[list[float]], target: float | None) -> dict[str, Any]:
     """The record's seconds_to_target and steps_to_target under trainer.stop_at_loss: at the
-    first validation below it (as EarlyStopping stops), None for a run that never got there."""
+    first validation that reached it, None for a run that never got there."""
     if target is None:
         return {}
-    reached = next((point for point in val_curve if point[1] < target), None)
-    if reached is None:
-        return {"seconds_to_target": None, "steps_to_target": None}
-    return {"seconds_to_target": reached[3], "steps_to_target": int(reached[0])}
+    reached = first_reached({"val_curve": val_curve}, target) or {}
+    steps = reached.get("steps")
+    return {
+        "seconds_to_target": reached.get("seconds"),
+        "steps_to_target": None if steps is None else int(steps),
+    }
 
 
 def sweep_job_state(

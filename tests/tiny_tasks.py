@@ -20,6 +20,19 @@ from training.task import LanguageModelTask, task_class
 OPTIM = OptimConfig(
     lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
 )
+# optim=muon's settings at the same rates (Muon for the blocks' matrices, AdamW for the rest).
+MUON = OptimConfig(
+    kind="muon",
+    lr=3e-3,
+    weight_decay=0.1,
+    beta1=0.9,
+    beta2=0.95,
+    warmup_steps=1,
+    min_lr_ratio=0.1,
+    muon_lr=0.02,
+    muon_momentum=0.95,
+    muon_weight_decay=0.01,
+)
 # Characters per token of each split: bpc divides by the one of the split scored.
 CHARS_PER_TOKEN = {"validation": 3.0, "test": 5.0}
 

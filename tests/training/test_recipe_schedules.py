@@ -9,24 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conf.schema import OptimConfig
 from tests.conftest import compose_config
-from tests.tiny_tasks import hand_made_batches, loader, quick_trainer, tiny_task
+from tests.tiny_tasks import MUON, OPTIM, hand_made_batches, loader, quick_trainer, tiny_task
 from train import run
 from training.task import warmup_cosine, warmup_stable_decay, warmup_stable_decay_over_time
-
-MUON = OptimConfig(
-    kind="muon",
-    lr=3e-3,
-    weight_decay=0.1,
-    beta1=0.9,
-    beta2=0.95,
-    warmup_steps=1,
-    min_lr_ratio=0.1,
-    muon_lr=0.02,
-    muon_momentum=0.95,
-    muon_weight_decay=0.0,
-)
 
 
 def test_wsd_warms_up_holds_then_decays_linearly_over_its_last_fraction() -> None:
@@ -98,15 +84,7 @@ def test_bad_schedule_settings_are_refused(changes: dict, message: str) -> None:
 
 def test_a_momentum_warmup_without_muon_is_refused() -> None:
     with pytest.raises(ValueError, match="optim.muon_momentum_warmup set with optim=adamw"):
-        OptimConfig(
-            lr=1e-3,
-            weight_decay=0.1,
-            beta1=0.9,
-            beta2=0.95,
-            warmup_steps=1,
-            min_lr_ratio=0.1,
-            muon_momentum_warmup=10,
-        )
+        dataclasses.replace(OPTIM, muon_momentum_warmup=10)
 
 
 def test_stop_at_loss_stops_at_the_first_validation_below_it_and_records_when(

@@ -9,17 +9,12 @@ import math
 import pytest
 import torch
 
-from conf.schema import OptimConfig
 from data.config import DataConfig
 from models.transformer import build_model
 from tests.tiny_models import tiny_config
-from tests.tiny_tasks import tiny_task
+from tests.tiny_tasks import MUON, OPTIM, tiny_task
 from training.optim import BatchedMuon, MuonWithAdamW, build_optimizer
 from training.task import MaskedLMTask, warmup_cosine
-
-OPTIM = OptimConfig(
-    lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, warmup_steps=1, min_lr_ratio=0.1
-)
 
 
 def test_mlm_batch_without_masked_tokens_has_zero_loss_not_nan() -> None:
@@ -51,20 +46,6 @@ def test_warmup_then_cosine_to_the_floor() -> None:
     assert lr(110) == pytest.approx(0.1) and lr(500) == pytest.approx(0.1)
     steps = [lr(s) for s in range(10, 111)]
     assert all(a >= b for a, b in zip(steps, steps[1:], strict=False))  # monotone decay
-
-
-MUON = OptimConfig(
-    kind="muon",
-    lr=3e-3,
-    weight_decay=0.1,
-    beta1=0.9,
-    beta2=0.95,
-    warmup_steps=1,
-    min_lr_ratio=0.1,
-    muon_lr=0.02,
-    muon_momentum=0.95,
-    muon_weight_decay=0.01,
-)
 
 
 def _muon_model_and_optimizer(seed: int = 0) -> tuple[torch.nn.Module, MuonWithAdamW]:
