@@ -84,8 +84,7 @@ DEFAULT_TO_TARGET = (
     "OMP_NUM_THREADS=1 python train.py trainer.val_check_interval=50 trainer.stop_at_loss=3.35"
 )
 DEFAULT_RECIPE = (
-    "model.qk_norm=true model.tie_embeddings=false optim.warmup_steps=0 "
-    "optim.muon_momentum_warmup=300 trainer.max_steps=350"
+    "model.qk_norm=true model.tie_embeddings=false optim.warmup_steps=0 trainer.max_steps=350"
 )
 RECIPE_ABLATION = (
     "OMP_NUM_THREADS=1 python train.py -m experiment=shakespeare_char_fast "
@@ -183,16 +182,16 @@ NOT_RUNNABLE = {
         [
             f"{DEFAULT_TO_TARGET}{change}"
             for change in (
+                " optim.muon_momentum_warmup=0",
                 "",
-                " optim.muon_momentum_warmup=300",
-                " model.qk_norm=true",
+                " optim.muon_momentum_warmup=0 model.qk_norm=true",
                 f" {DEFAULT_RECIPE}",
                 f" {DEFAULT_RECIPE} optim.lr=1e-2 optim.muon_lr=0.03",
             )
         ]
         + [
             "OMP_NUM_THREADS=1 python train.py trainer.val_check_interval=55 "
-            "trainer.stop_at_loss=3.35 optim.muon_momentum_warmup=300 trainer.max_steps=330"
+            "trainer.stop_at_loss=3.35 trainer.max_steps=330"
         ],
         "a measurement run of the default GPT (330-500 steps, minutes on one thread); composed "
         "only: docs/training.md's trainer.stop_at_loss example runs",
@@ -201,7 +200,7 @@ NOT_RUNNABLE = {
         [
             "OMP_NUM_THREADS=1 python train.py -m seed=1,2 trainer.val_check_interval=50 "
             f"trainer.stop_at_loss=3.35{change}"
-            for change in ("", " optim.muon_momentum_warmup=300")
+            for change in (" optim.muon_momentum_warmup=0", "")
         ],
         MEASUREMENT,
     ),
