@@ -91,7 +91,20 @@ RECIPE_ABLATION = (
     "data.path=path/to/tinyshakespeare.txt seed=1,2,3 trainer.max_steps=300 "
     "trainer.stop_at_loss=1.795 trainer.val_check_interval=25 logger=none"
 )
+# docs/benchmarks.md, "A second scan": the earlier preset's rates at 270 steps, on Shakespeare;
+# the new preset's step counts on the built-in corpus
+RECIPE_SCAN = (
+    "OMP_NUM_THREADS=1 python train.py -m experiment=shakespeare_char_fast "
+    "data.path=path/to/tinyshakespeare.txt seed=1234,1235,1236 logger=none optim.lr=0.014 "
+    "optim.muon_momentum=0.95 trainer.max_steps=270 trainer.val_check_interval=270"
+)
+PRESET_STEPS = (
+    "OMP_NUM_THREADS=1 python train.py -m experiment=shakespeare_char_fast data.source=builtin "
+    "seed=1234,1235,1236 logger=none trainer.max_steps=260 trainer.val_check_interval=260"
+)
 MEASUREMENT_SWEEPS = [
+    RECIPE_SCAN,
+    PRESET_STEPS,
     # docs/benchmarks.md, "What each option pays": the recipe and one option changed, 3 seeds
     f"{RECIPE_ABLATION} model.logit_softcap=null",
     *(
@@ -238,7 +251,7 @@ BESIDE = {
 # docs/benchmarks.md's faster recipe: the previous fast preset, as its overrides.
 PREVIOUS_FAST = (
     "optim=muon model.position=rope trainer.max_steps=400 trainer.val_check_interval=200 "
-    "optim.lr=5e-3 optim.warmup_steps=50 optim.muon_lr=0.03"
+    "optim.lr=5e-3 optim.warmup_steps=50 optim.muon_lr=0.03 optim.muon_momentum_warmup=0"
 )
 SMALL_TRAIN = ["logger=none", *[f"{k}={v}" for k, v in TINY.items() if k != "max_new_tokens"]]
 QUICK = {
