@@ -10,7 +10,7 @@ import codecs
 import json
 import pickle
 import zipfile
-from dataclasses import dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -290,9 +290,11 @@ def load_safetensors(path: str | Path) -> tuple[nn.Module, str]:
 
 def check_resume(
     ckpt: str | Path, trained: dict[str, Any], model: ModelConfig, optim: OptimConfig
-) -> None:
+) -> list[str]:
     """Resuming needs the checkpoint's model and optimiser kind: name every setting that
-    differs, in one line, before any data (``trained``: its ``hyper_parameters``)."""
+    differs, in one line, before any data (``trained``: its ``hyper_parameters``). The other
+    optimiser settings may change on resuming (a lower rate, say); those that do are returned,
+    each as ``optim.KEY=NEW (checkpoint: OLD)``, for the caller to say so."""
     # The fields a checkpoint predates hold their defaults.
     trained_model = ModelConfig.from_dict(trained["model_config"]).to_dict()
     if trained_model.get("arch") != model.arch:
@@ -319,6 +321,11 @@ def check_resume(
             f"ckpt_path={ckpt} was trained with other settings: {', '.join(differ)}. Resume "
             "with the checkpoint's values, or start a new run without ckpt_path"
         )
+    # A key the checkpoint predates held its field's default then (muon_momentum_warmup: none).
+    defaults = {f.name: f.default for f in fields(OptimConfig) if f.default is not MISSING}
+    then = {**defaults, **trained.get("optim_config", asdict(optim)), "kind": kind}
+    changed = {k: v for k, v in asdict(optim).items() if then.get(k) != v}
+    return [f"optim.{k}={v} (checkpoint: {then.get(k)})" for k, v in changed.items()]
 
 
 def check_no_model_overrides(settings: Settings, trained: dict[str, Any], ckpt: str | Path) -> None:

@@ -186,6 +186,32 @@ def test_resuming_with_the_other_optimiser_is_refused(tiny_ckpt, tmp_path, make_
         run(make_cfg(f"ckpt_path={old}"))
 
 
+def test_resuming_with_other_optimiser_settings_names_each_change(
+    tiny_ckpt, tmp_path, make_cfg, capsys
+) -> None:
+    # A rate may change on resuming (it is not refused), but never silently.
+    run(make_cfg("trainer.max_steps=17", "optim.lr=1e-3", f"ckpt_path={tiny_ckpt}"))
+    said = capsys.readouterr().err
+    warning = f"warning: resuming ckpt_path={tiny_ckpt} with optim.lr=0.001 (checkpoint: 0.003)"
+    assert warning in said
+    assert "muon_momentum_warmup" not in said  # one line per setting that changed, no other
+    # A checkpoint from before Muon's momentum warm-up trained without one: today's default
+    # of 300 steps would change its momentum from here on. One from before the schedules
+    # trained with the cosine, which is no change.
+    old = tmp_path / "old.ckpt"
+    checkpoint = torch.load(tiny_ckpt, weights_only=True)
+    for key in ("muon_momentum_warmup", "schedule", "cooldown_fraction"):
+        del checkpoint["hyper_parameters"]["optim_config"][key]
+    torch.save(checkpoint, old)
+    run(make_cfg("trainer.max_steps=17", f"ckpt_path={old}", output_dir=tmp_path / "old"))
+    said = capsys.readouterr().err
+    assert "with optim.muon_momentum_warmup=300 (checkpoint: None)" in said
+    assert "optim.lr" not in said and "optim.schedule" not in said and "cooldown" not in said
+    # The same settings: nothing to say.
+    run(make_cfg("trainer.max_steps=17", f"ckpt_path={tiny_ckpt}", output_dir=tmp_path / "same"))
+    assert "resuming ckpt_path" not in capsys.readouterr().err
+
+
 def test_tokenizer_that_does_not_fit_the_model(tiny_ckpt, tmp_path, make_cfg) -> None:
     from tokenizers import Tokenizer, models
 
