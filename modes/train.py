@@ -69,7 +69,8 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     trained = read_checkpoint(resume)["hyper_parameters"] if resume else None
     if trained:
         check_language_model(resume, trained, "train")
-        for change in check_resume(resume, trained, settings.model, settings.optim):
+        changes = check_resume(resume, trained, settings.model, settings.optim)
+        for change in changes if global_rank() == 0 else ():
             warn(f"resuming ckpt_path={resume} with {change}")
 
     model_config = settings.model
