@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -367,6 +369,11 @@ PROMISES = {
 }
 
 
+# The small files a feature's guide names, written into the scratch directory beside the
+# core's: each feature's ``write_inputs(ws, paragraphs)`` (paragraphs of the built-in corpus).
+INPUT_WRITERS: list[Callable[[Path, list[str]], None]] = []
+
+
 def _merge_features() -> None:
     """Each feature's entries (tests/features/NAME/docs_lists.py) for the commands of its
     guide: removed with its folder, as the guide is."""
@@ -376,6 +383,8 @@ def _merge_features() -> None:
             name = next(k for k, v in globals().items() if v is table)
             table.update(getattr(own, name, {}))
         BESIDE.update(getattr(own, "BESIDE", ()))
+        if hasattr(own, "write_inputs"):
+            INPUT_WRITERS.append(own.write_inputs)
 
 
 _merge_features()

@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -65,6 +64,7 @@ from tests.docs_lists import (
     BESIDE,
     DOCS,
     FAILS,
+    INPUT_WRITERS,
     MODE_ARGS,
     NOT_RUNNABLE,
     OTHER_TAGS,
@@ -199,10 +199,9 @@ def build_jobs(commands: list[Command], ws: Path) -> tuple[list[Job], dict[str, 
 
 
 def write_inputs(ws: Path) -> None:
-    """The small files the docs' commands name, in the scratch directory."""
+    """The small files the docs' commands name, in the scratch directory: the core's, then
+    each feature's (``INPUT_WRITERS``)."""
     from pydoc_data.topics import topics
-
-    from features.finetune.labelled import builtin_examples
 
     paragraphs = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if p.strip()]
     text = "\n\n".join(paragraphs)
@@ -214,27 +213,12 @@ def write_inputs(ws: Path) -> None:
         (ws / f"{name}.txt").write_text(part)
     rows = [json.dumps({"text": p}) for p in paragraphs[:400]]
     (ws / "corpus.jsonl").write_text("\n".join(rows) + "\n")
-    # Two classes for finetune.task=files: a paragraph's first 80 characters, and its length.
-    labelled = ["sentence,label"] + [
-        '"{}",{}'.format(
-            " ".join(p[:80].replace('"', "").split()), "long" * (len(p) > 200) or "short"
-        )
-        for p in paragraphs[:60]
-    ]
-    (ws / "labelled.csv").write_text("\n".join(labelled) + "\n")
-    # Paragraphs labelled with the built-in task's topics: what a fine-tune on it scores.
-    topics_rows = [{"text": t, "label": label} for t, _, label in builtin_examples()[::25]]
-    (ws / "topics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in topics_rows))
     (ws / "big.txt").write_text(text[:200_000])
     shakespeare = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.is_file() else text[:60_000]
     (ws / "path" / "to").mkdir(parents=True)
-    pair = {"sentence_good": "The value is returned.", "sentence_bad": "The value are returned."}
-    (ws / "pairs.jsonl").write_text(json.dumps(pair) + "\n")
-    (ws / "blimp" / "data").mkdir(parents=True)  # what the docs' git clone makes: 2 paradigms
-    for uid in ("agreement", "order"):
-        (ws / "blimp" / "data" / f"{uid}.jsonl").write_text(json.dumps({**pair, "UID": uid}))
     (ws / "path" / "to" / "tinyshakespeare.txt").write_text(shakespeare)
-    shutil.copytree(ROOT / "docs" / "harness", ws / "docs" / "harness")  # the example task
+    for write in INPUT_WRITERS:
+        write(ws, paragraphs)
 
 
 @dataclass

@@ -248,6 +248,51 @@ def test_features_import_the_core_and_nothing_of_each_other() -> None:
     assert layout_offences(GRAPH, privates) == []
 
 
+def feature_tested(name: str) -> str | None:
+    """The feature a module of the product or of the tests belongs to (``features.X...`` and
+    ``tests.features.X...``: X), or None for the core and its tests."""
+    parts = name.split(".")
+    if parts[0] == "tests":
+        parts = parts[1:]
+    return parts[1] if len(parts) > 1 and parts[0] == "features" else None
+
+
+def offences_in_test_imports(graph: dict[str, set[str]]) -> list[str]:
+    """The import rules of the tests, so that deleting a feature's two folders leaves the rest
+    of the suite whole: the core's tests import no feature and no feature's tests, and a
+    feature's tests nothing of another feature."""
+    offences = []
+    for name, targets in sorted(graph.items()):
+        if name.split(".")[0] != "tests":
+            continue
+        own = feature_tested(name)
+        for target in sorted(targets):
+            other = feature_tested(target)
+            if other is not None and other != own:
+                whose = "the core's tests" if own is None else f"the tests of {own}"
+                offences.append(f"{name} ({whose}) imports {target}")
+    return offences
+
+
+def test_the_test_import_rules_catch_planted_offences() -> None:
+    planted = {
+        "tests.test_docs": {"features.finetune.labelled", "data.sources"},
+        "tests.test_ddp": {"tests.features.streaming.test_streaming"},
+        "tests.features.pairs.test_pairs": {"features.pairs.score", "features.heads.gates"},
+        "tests.features.streaming.test_ddp_ranks": {"tests.features.streaming.test_streaming"},
+        "modes.eval": {"features.heads.gates"},  # the product's rule, not this one
+    }
+    assert offences_in_test_imports(planted) == [
+        "tests.features.pairs.test_pairs (the tests of pairs) imports features.heads.gates",
+        "tests.test_ddp (the core's tests) imports tests.features.streaming.test_streaming",
+        "tests.test_docs (the core's tests) imports features.finetune.labelled",
+    ]
+
+
+def test_the_tests_of_the_core_import_no_feature() -> None:
+    assert offences_in_test_imports(GRAPH) == []
+
+
 def test_every_feature_folder_declares_itself() -> None:
     from conf.features import features
 

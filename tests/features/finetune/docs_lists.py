@@ -1,6 +1,26 @@
 """The fine-tuning guide's commands in the docs test (tests/docs_lists.py merges these)."""
 
+import json
+from pathlib import Path
+
+from features.finetune.labelled import builtin_examples
 from tests.docs_lists import MEASUREMENT, NETWORK
+
+
+def write_inputs(ws: Path, paragraphs: list[str]) -> None:
+    """The guide's files: two classes for finetune.task=files (a paragraph's first 80
+    characters, and its length), and paragraphs labelled with the built-in task's topics,
+    what a fine-tune on it scores."""
+    labelled = ["sentence,label"] + [
+        '"{}",{}'.format(
+            " ".join(p[:80].replace('"', "").split()), "long" * (len(p) > 200) or "short"
+        )
+        for p in paragraphs[:60]
+    ]
+    (ws / "labelled.csv").write_text("\n".join(labelled) + "\n")
+    topics_rows = [{"text": t, "label": label} for t, _, label in builtin_examples()[::25]]
+    (ws / "topics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in topics_rows))
+
 
 PLACEHOLDERS = {"FT_RUN": r"runs/2026-01-01/\d\d-\d\d-\d\d"}
 PRODUCERS = {"FT_RUN": "python train.py mode=finetune ckpt_path=$BERT_RUN/checkpoints/best.ckpt"}
