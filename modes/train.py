@@ -70,8 +70,9 @@ def run(settings: Settings, callbacks: Sequence[L.Callback] = ()) -> dict[str, A
     if trained:
         check_language_model(resume, trained, "train")
         changes = check_resume(resume, trained, settings.model, settings.optim)
-        for change in changes if global_rank() == 0 else ():
-            warn(f"resuming ckpt_path={resume} with {change}")
+        if global_rank() == 0:
+            for change in changes:
+                warn(f"resuming ckpt_path={resume} with {change}")
 
     model_config = settings.model
     datamodule = prepared_datamodule(

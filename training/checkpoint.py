@@ -10,7 +10,7 @@ import codecs
 import json
 import pickle
 import zipfile
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -321,11 +321,10 @@ def check_resume(
             f"ckpt_path={ckpt} was trained with other settings: {', '.join(differ)}. Resume "
             "with the checkpoint's values, or start a new run without ckpt_path"
         )
-    # A key the checkpoint predates held its field's default then (muon_momentum_warmup: none).
-    defaults = {f.name: f.default for f in fields(OptimConfig) if f.default is not MISSING}
-    then = {**defaults, **trained.get("optim_config", asdict(optim)), "kind": kind}
-    changed = {k: v for k, v in asdict(optim).items() if then.get(k) != v}
-    return [f"optim.{k}={v} (checkpoint: {then.get(k)})" for k, v in changed.items()]
+    # Built as its task is loaded: the fields it predates hold their defaults (no warm-up).
+    then = asdict(OptimConfig(**trained.get("optim_config", asdict(optim))))
+    changed = {k: v for k, v in asdict(optim).items() if then[k] != v}
+    return [f"optim.{k}={v} (checkpoint: {then[k]})" for k, v in changed.items()]
 
 
 def check_no_model_overrides(settings: Settings, trained: dict[str, Any], ckpt: str | Path) -> None:
