@@ -188,13 +188,13 @@ def fresh_train_py(
     """``python train.py ARGS`` in a new interpreter, run from ``root`` with caches of its own
     (tinylm's ``root/cache`` and the datasets library's ``root/hf-datasets``, empty at first)
     and ``PYTHONHASHSEED=hash_seed``: a user's first run on another machine. The
-    reproducibility tests run each command twice this way.
+    reproducibility tests compare it with a forked child (``warm_and_fresh_train_py``).
 
-    Not ``train_py``'s forked child: a fork inherits its server's hash seed (Python reads
-    PYTHONHASHSEED at start-up only) and the random keys of the Rust hash maps the tokenizers
-    library had made (per thread, drawn once): three forks of one process trained
-    Hugging Face's WordPiece into one tokenizer.json, three fresh processes into three.
-    A test of forks passes on code that is not reproducible."""
+    Never two of ``train_py``'s forked children: a fork inherits its server's hash seed
+    (Python reads PYTHONHASHSEED at start-up only) and the random keys of the Rust hash maps
+    the tokenizers library had made (per thread, drawn once): three forks of one process
+    trained Hugging Face's WordPiece into one tokenizer.json, three fresh processes into
+    three. A test of two forks passes on code that is not reproducible."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     env |= {"TINYLM_CACHE": str(root / "cache"), "HF_DATASETS_CACHE": str(root / "hf-datasets")}
     env["PYTHONHASHSEED"] = str(hash_seed)
@@ -208,6 +208,27 @@ def fresh_train_py(
         text=True,
         timeout=timeout,
     )
+
+
+# The fork server's hash seed, and another for the new interpreter it is compared with.
+SERVER_HASH_SEED, FRESH_HASH_SEED = 0, 1
+
+
+def warm_and_fresh_train_py(*args: str, roots: tuple[Path, Path], timeout: int = 600) -> None:
+    """``python train.py ARGS`` run from ``roots[0]``, then from ``roots[1]`` (the command's
+    relative paths are each root's), for a reproducibility test to compare the two: first in
+    a child of this worker's warm fork server (a process that has trained before: its imports,
+    the kernels' first calls, its hash seed and the tokenizers library's hash keys, the
+    datasets library's cache), with an empty tinylm cache; then as a user's first run on
+    another machine (``fresh_train_py``: a new interpreter, empty caches, another hash seed).
+    A number that hangs on any of these differs; two new interpreters would cost one more
+    start-up (~6 s of imports) and differ from each other in less."""
+    for root in roots:
+        root.mkdir(parents=True, exist_ok=True)
+    warm = train_py(*args, cwd=roots[0], timeout=timeout, TINYLM_CACHE=str(roots[0] / "cache"))
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    fresh = fresh_train_py(*args, root=roots[1], hash_seed=FRESH_HASH_SEED, timeout=timeout)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
 
 
 class ForkServer:
@@ -226,7 +247,11 @@ class ForkServer:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                env={
+                    **os.environ,
+                    "PYTHONPATH": str(ROOT),
+                    "PYTHONHASHSEED": str(SERVER_HASH_SEED),
+                },
             )
             atexit.register(self.process.kill)
         with tempfile.TemporaryDirectory(prefix="tinylm-job-") as logs:

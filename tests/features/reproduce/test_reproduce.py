@@ -13,14 +13,17 @@ import pytest
 
 from common.provenance import code_version
 from features.reproduce.command import HISTORY_FILE, check_only_own_settings, chosen_runs
-from tests.conftest import TINY, copy_tiny_runs, fresh_train_py, train_py
+from tests.conftest import TINY, copy_tiny_runs, train_py
 from train import run
 
 
-def train_fresh(out: Path, *overrides: str) -> Path:
-    """A tiny run trained by ``python train.py`` in a new interpreter with empty caches."""
+def train_recorded(out: Path, *overrides: str) -> Path:
+    """A tiny run trained by ``python train.py`` in a child of the warm fork server, with an
+    empty data cache: mode=reproduce re-runs it in a new interpreter, with another hash seed,
+    the tokenizers library's own hash keys and empty caches (a user's first run elsewhere)."""
     args = [*TINY, "trainer.max_steps=12", "trainer.val_check_interval=6", *overrides]
-    done = fresh_train_py(*args, f"output_dir={out}", root=out.parent, hash_seed=1)
+    cache = str(out.parent / "cache")
+    done = train_py(*args, f"output_dir={out}", cwd=out.parent, TINYLM_CACHE=cache)
     assert done.returncode == 0, done.stderr[-2000:]
     return out
 
@@ -28,7 +31,7 @@ def train_fresh(out: Path, *overrides: str) -> Path:
 @pytest.fixture(scope="module")
 def gpt_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("recorded")
-    return train_fresh(base / "gpt")
+    return train_recorded(base / "gpt")
 
 
 def history(run_dir: Path) -> list[dict]:
@@ -37,7 +40,7 @@ def history(run_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_bert_run_is_reproduced_bitwise_with_its_tokenizer(tmp_path: Path) -> None:
-    recorded = train_fresh(tmp_path / "bert", "model=bert", *TINY[1:5])
+    recorded = train_recorded(tmp_path / "bert", "model=bert", *TINY[1:5])
     done = train_py("mode=reproduce", f"ckpt_path={recorded}", "hydra.run.dir=again", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     rerun = tmp_path / "again" / "bert"
