@@ -214,18 +214,23 @@ def fresh_train_py(
 SERVER_HASH_SEED, FRESH_HASH_SEED = 0, 1
 
 
+def warm_train_py(*args: str, root: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python train.py ARGS`` run from ``root`` in a child of this worker's warm fork server
+    (a process that has trained before: its imports, the kernels' first calls, its hash seed
+    and the tokenizers library's hash keys, the datasets library's cache), with an empty tinylm
+    cache of its own (``root/cache``): the warm side of a reproducibility test."""
+    root.mkdir(parents=True, exist_ok=True)
+    return train_py(*args, cwd=root, timeout=timeout, TINYLM_CACHE=str(root / "cache"))
+
+
 def warm_and_fresh_train_py(*args: str, roots: tuple[Path, Path], timeout: int = 600) -> None:
     """``python train.py ARGS`` run from ``roots[0]``, then from ``roots[1]`` (the command's
-    relative paths are each root's), for a reproducibility test to compare the two: first in
-    a child of this worker's warm fork server (a process that has trained before: its imports,
-    the kernels' first calls, its hash seed and the tokenizers library's hash keys, the
-    datasets library's cache), with an empty tinylm cache; then as a user's first run on
-    another machine (``fresh_train_py``: a new interpreter, empty caches, another hash seed).
-    A number that hangs on any of these differs; two new interpreters would cost one more
-    start-up (~6 s of imports) and differ from each other in less."""
-    for root in roots:
-        root.mkdir(parents=True, exist_ok=True)
-    warm = train_py(*args, cwd=roots[0], timeout=timeout, TINYLM_CACHE=str(roots[0] / "cache"))
+    relative paths are each root's), for a reproducibility test to compare the two: warm
+    (``warm_train_py``), then as a user's first run on another machine (``fresh_train_py``: a
+    new interpreter, empty caches, another hash seed). A number that hangs on any of these
+    differs; two new interpreters would cost one more start-up (~6 s of imports) and differ
+    from each other in less."""
+    warm = warm_train_py(*args, root=roots[0], timeout=timeout)
     assert warm.returncode == 0, warm.stderr[-3000:]
     fresh = fresh_train_py(*args, root=roots[1], hash_seed=FRESH_HASH_SEED, timeout=timeout)
     assert fresh.returncode == 0, fresh.stderr[-3000:]

@@ -13,17 +13,16 @@ import pytest
 
 from common.provenance import code_version
 from features.reproduce.command import HISTORY_FILE, check_only_own_settings, chosen_runs
-from tests.conftest import TINY, copy_tiny_runs, train_py
+from tests.conftest import TINY, copy_tiny_runs, train_py, warm_train_py
 from train import run
 
 
 def train_recorded(out: Path, *overrides: str) -> Path:
-    """A tiny run trained by ``python train.py`` in a child of the warm fork server, with an
-    empty data cache: mode=reproduce re-runs it in a new interpreter, with another hash seed,
-    the tokenizers library's own hash keys and empty caches (a user's first run elsewhere)."""
+    """A tiny run trained warm (``warm_train_py``): mode=reproduce re-runs it in a new
+    interpreter, with another hash seed, the tokenizers library's own hash keys and empty
+    caches (a user's first run elsewhere)."""
     args = [*TINY, "trainer.max_steps=12", "trainer.val_check_interval=6", *overrides]
-    cache = str(out.parent / "cache")
-    done = train_py(*args, f"output_dir={out}", cwd=out.parent, TINYLM_CACHE=cache)
+    done = warm_train_py(*args, f"output_dir={out}", root=out.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     return out
 
